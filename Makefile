@@ -1,0 +1,42 @@
+# Attention NMT trainer. `make help` lists the targets.
+PYTHON ?= .venv/bin/python
+# Multi30k is read from $MULTI30K_DIR; when unset, from ../shared/data/multi30k if present,
+# otherwise downloaded on first use.
+MULTI30K_DIR ?= $(if $(wildcard ../shared/data/multi30k/train.de),$(abspath ../shared/data/multi30k))
+export MULTI30K_DIR
+ARGS ?=
+CKPT ?=
+SPLIT ?= test
+
+.PHONY: help install data train eval tensorboard test test-all lint
+
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
+
+install: ## Create .venv and install the package (CPU torch first) with dev tools
+	python3 -m venv .venv
+	$(PYTHON) -m pip install --upgrade pip
+	$(PYTHON) -m pip install torch==2.13.0
+	$(PYTHON) -m pip install -e '.[dev]'
+
+data: ## Prepare the default corpus (sentencepiece + encoded splits); ARGS="data=..." for another
+	$(PYTHON) -m nmt.data $(ARGS)
+
+train: ## Train the default model (Multi30k de->en, 60 min budget); ARGS="key=value ..." overrides
+	$(PYTHON) -m nmt.train $(ARGS)
+
+eval: ## BLEU/chrF of the best checkpoint of the newest run (CKPT=path, SPLIT=test|valid)
+	$(PYTHON) -m nmt.evaluate $(if $(CKPT),ckpt=$(CKPT)) split=$(SPLIT) $(ARGS)
+
+tensorboard: ## Open TensorBoard on all runs
+	$(PYTHON) -m tensorboard.main --logdir outputs
+
+test: ## Run the test suite (slow end-to-end runs excluded)
+	$(PYTHON) -m pytest -q
+
+test-all: ## Run every test, slow ones included
+	$(PYTHON) -m pytest -q -m ''
+
+lint: ## ruff and mypy
+	$(PYTHON) -m ruff check nmt tests scripts
+	$(PYTHON) -m mypy

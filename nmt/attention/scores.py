@@ -1,0 +1,91 @@
+"""Score functions e_j = a(s, h_j) (SPEC equation 5 and its score table).
+
+Each score splits its work in two: `prepare(keys)` runs once per sentence on the encoder states
+(e.g. additive's W2 h_j), `forward(query, prepared)` runs once per decoder step. A score never
+knows which normaliser turns its output into weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class AttentionScore(nn.Module):
+    """Base class: `prepare` keys once per sentence, then score queries against them."""
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        """keys (B, S, d_h) -> prepared keys (B, S, *), computed once per sentence."""
+        return keys
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        """query (B, d_s), prepared keys (B, S, *) -> scores (B, S)."""
+        raise NotImplementedError
+
+
+class DotScore(AttentionScore):
+    """e_j = s^T h_j (needs d_s == d_h)."""
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(prepared, query.unsqueeze(2)).squeeze(2)
+
+
+class ScaledDotScore(DotScore):
+    """e_j = s^T h_j / sqrt(n), n = d_h (Vaswani et al.)."""
+
+    def __init__(self, key_size: int) -> None:
+        super().__init__()
+        self.scale = 1.0 / math.sqrt(key_size)
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return super().forward(query, prepared) * self.scale
+
+
+class GeneralScore(DotScore):
+    """e_j = s^T W h_j (Luong "general"); W h_j is computed once per sentence."""
+
+    def __init__(self, query_size: int, key_size: int) -> None:
+        super().__init__()
+        self.W = nn.Linear(key_size, query_size, bias=False)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        return self.W(keys)  # (B, S, d_s)
+
+
+class AdditiveScore(AttentionScore):
+    """e_j = v^T tanh(W1 s + W2 h_j) (Bahdanau); W2 h_j is computed once per sentence."""
+
+    def __init__(self, query_size: int, key_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.W1 = nn.Linear(query_size, hidden_size, bias=False)
+        self.W2 = nn.Linear(key_size, hidden_size, bias=True)
+        self.v = nn.Linear(hidden_size, 1, bias=False)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        return self.W2(keys)  # (B, S, d3)
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        hidden = torch.tanh(prepared + self.W1(query).unsqueeze(1))  # (B, S, d3)
+        return self.v(hidden).squeeze(2)
+
+
+class LocationScore(AttentionScore):
+    """e_j = (W s)_j (Luong "location"): depends on the query and the position j only."""
+
+    def __init__(self, query_size: int, max_source_len: int) -> None:
+        super().__init__()
+        self.max_source_len = max_source_len
+        self.W = nn.Linear(query_size, max_source_len)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        if keys.size(1) > self.max_source_len:
+            raise ValueError(
+                f"source of {keys.size(1)} tokens is longer than model.attention.max_source_len="
+                f"{self.max_source_len} that the location score supports"
+            )
+        return keys
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return self.W(query)[:, : prepared.size(1)]

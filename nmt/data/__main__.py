@@ -1,0 +1,31 @@
+"""`python -m nmt.data [data=...]`: fetch/generate the corpus, train sentencepiece, encode and cache."""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from nmt.config import Config, register_configs
+from nmt.data.corpus import SPLITS
+from nmt.data.prepare import prepare
+from nmt.errors import exit_on_user_error
+
+register_configs()
+
+
+@hydra.main(config_path="../../configs", config_name="prepare", version_base="1.3")
+@exit_on_user_error
+def main(cfg: DictConfig) -> None:
+    config = OmegaConf.to_object(cfg)
+    assert isinstance(config, Config)
+    data = prepare(config.data)
+    for split in SPLITS:
+        print(f"{split}: {len(data.split(split))} pairs")
+    stats = data.filter_stats
+    print(f"train filter: {stats.total} read, {stats.empty} empty, {stats.too_long} too long, {stats.kept} kept")
+    print(f"vocabulary: {len(data.src_tokenizer)} source / {len(data.tgt_tokenizer)} target pieces")
+    print(f"prepared in {data.folder}")
+
+
+if __name__ == "__main__":
+    main()

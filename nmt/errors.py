@@ -1,0 +1,31 @@
+"""User-facing errors: one clear line, no traceback, non-zero exit."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from typing import Callable, TypeVar
+
+from omegaconf.errors import OmegaConfBaseException
+
+T = TypeVar("T")
+
+
+class UserError(Exception):
+    """A problem with the user's input (file, config key, checkpoint), not a bug."""
+
+
+def exit_on_user_error(fn: Callable[..., T]) -> Callable[..., T]:
+    """Wrap a CLI entry point: a UserError or config error prints one line and exits with 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (UserError, OmegaConfBaseException) as err:
+            logging.getLogger("nmt").debug("user error", exc_info=True)
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
+
+    return wrapper

@@ -1,0 +1,1 @@
+"""The RNN encoder-decoder: encoder, decoder (SPEC equations 1-5), the model and its builder."""

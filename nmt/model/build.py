@@ -1,0 +1,91 @@
+"""The one builder: config -> model. Each choice is validated here and mapped through a table."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from nmt.attention.block import Attention
+from nmt.attention.modes import Normaliser, SoftNormaliser
+from nmt.attention.scores import (
+    AdditiveScore,
+    AttentionScore,
+    DotScore,
+    GeneralScore,
+    LocationScore,
+    ScaledDotScore,
+)
+from nmt.config import AttendFrom, AttentionConfig, Mode, ModelConfig, Score
+from nmt.data.tokenizer import PAD
+from nmt.errors import UserError
+from nmt.model.decoder import Decoder
+from nmt.model.encoder import Encoder
+from nmt.model.seq2seq import Seq2Seq
+
+# score name -> constructor(config, query size d_s, key size d_h)
+SCORES: dict[Score, Callable[[AttentionConfig, int, int], AttentionScore]] = {
+    Score.dot: lambda c, q, k: DotScore(),
+    Score.scaled_dot: lambda c, q, k: ScaledDotScore(k),
+    Score.general: lambda c, q, k: GeneralScore(q, k),
+    Score.additive: lambda c, q, k: AdditiveScore(q, k, c.hidden_size),
+    Score.location: lambda c, q, k: LocationScore(q, c.max_source_len),
+}
+
+# mode name -> constructor(config, query size d_s)
+NORMALISERS: dict[Mode, Callable[[AttentionConfig, int], Normaliser]] = {
+    Mode.soft: lambda c, q: SoftNormaliser(),
+}
+
+
+def build_attention(cfg: AttentionConfig, query_size: int, key_size: int, key: str = "model.attention") -> Attention:
+    """An attention block for queries of size d_s over keys of size d_h."""
+    if cfg.score in (Score.dot, Score.scaled_dot) and query_size != key_size:
+        raise UserError(
+            f"{key}.score={cfg.score.value} needs the query size ({query_size}) to equal the key size "
+            f"({key_size}); use score=general or additive, or make model.decoder.hidden_size equal to "
+            f"2 * model.encoder.hidden_size"
+        )
+    if cfg.mode not in NORMALISERS:
+        raise UserError(f"{key}.mode={cfg.mode.value} is not available; choose one of {[m.value for m in NORMALISERS]}")
+    return Attention(SCORES[cfg.score](cfg, query_size, key_size), NORMALISERS[cfg.mode](cfg, query_size))
+
+
+def make_embedding(vocab_size: int, size: int) -> nn.Embedding:
+    """Embeddings with std size^-1/2 (not torch's 1): when tied to the output layer, logits
+    start near 0 instead of at a scale of sqrt(size)."""
+    embedding = nn.Embedding(vocab_size, size, padding_idx=PAD)
+    nn.init.normal_(embedding.weight, std=size**-0.5)
+    with torch.no_grad():
+        embedding.weight[PAD].zero_()
+    return embedding
+
+
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
+    """Assemble embeddings, encoder, attention and decoder from the model config."""
+    if cfg.tie_target_embeddings and cfg.decoder.output_size != cfg.embedding_size:
+        raise UserError(
+            f"model.tie_target_embeddings=true needs model.decoder.output_size ({cfg.decoder.output_size}) "
+            f"== model.embedding_size ({cfg.embedding_size})"
+        )
+    src_embedding = make_embedding(src_vocab, cfg.embedding_size)
+    tgt_embedding = make_embedding(tgt_vocab, cfg.embedding_size)
+    enc = cfg.encoder
+    encoder = Encoder(cfg.embedding_size, enc.hidden_size, enc.layers, enc.cell.value, enc.dropout)
+    dec = cfg.decoder
+    attention = build_attention(cfg.attention, dec.hidden_size, encoder.output_size)
+    decoder = Decoder(
+        tgt_embedding,
+        hidden_size=dec.hidden_size,
+        context_size=encoder.output_size,
+        encoder_final_size=encoder.output_size,
+        output_size=dec.output_size,
+        cell=dec.cell.value,
+        attention=attention,
+        attend_previous=cfg.attention.attend_from == AttendFrom.previous,
+        dropout=dec.dropout,
+        embedding_dropout=cfg.embedding_dropout,
+        tie_embeddings=cfg.tie_target_embeddings,
+    )
+    return Seq2Seq(src_embedding, encoder, decoder, cfg.embedding_dropout)

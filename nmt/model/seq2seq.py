@@ -1,0 +1,41 @@
+"""The encoder-decoder model: source embeddings -> encoder -> attention memory -> decoder."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.attention.block import AttentionMemory
+from nmt.data.tokenizer import PAD
+from nmt.model.cells import State
+from nmt.model.decoder import Decoder
+from nmt.model.encoder import Encoder
+
+
+class Seq2Seq(nn.Module):
+    """RNN encoder-decoder with attention (built by `nmt.model.build.build_model`)."""
+
+    def __init__(self, src_embedding: nn.Embedding, encoder: Encoder, decoder: Decoder, embedding_dropout: float) -> None:
+        super().__init__()
+        self.src_embedding = src_embedding
+        self.encoder = encoder
+        self.decoder = decoder
+        self.embedding_dropout = nn.Dropout(embedding_dropout)
+
+    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> tuple[AttentionMemory, State]:
+        """src (B, S) ids, src_lens (B,) -> attention memory over h (B, S, 2H) and s_0."""
+        states, final = self.encoder(self.embedding_dropout(self.src_embedding(src)), src_lens)
+        memory = self.decoder.attention.memory(states, states, src != PAD)
+        return memory, self.decoder.init_state(final)
+
+    def forward(
+        self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher forcing. src (B, S), src_lens (B,), tgt_in (B, T) -> logits, alphas (B, T, S).
+        logits are (B, T, V), or (N, V) for the N positions where `positions` (B, T) is True:
+        the vocabulary projection, the costliest layer, then skips padding."""
+        memory, state = self.encode(src, src_lens)
+        features, alphas = self.decoder(tgt_in, memory, state)
+        if positions is not None:
+            features = features[positions]
+        return self.decoder.generator(features), alphas

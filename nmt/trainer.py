@@ -1,0 +1,168 @@
+"""The training loop: one linear function you can read top to bottom.
+
+`train(cfg, run_dir)` prepares the data, builds the model, and trains with Adam, gradient-norm
+clipping and label smoothing; every `train.valid_every` steps it measures validation loss and
+greedy BLEU, decays the learning rate on a BLEU plateau, keeps `checkpoints/best.pt` and
+`checkpoints/last.pt`, and stops early, at `max_steps`, `max_epochs` or `max_minutes`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from nmt.checkpoint import save_checkpoint
+from nmt.config import Config
+from nmt.data.batching import Batch, BatchSampler
+from nmt.data.prepare import PreparedData, prepare
+from nmt.data.tokenizer import PAD
+from nmt.loss import smoothed_cross_entropy
+from nmt.evaluation import score_translations, translate_dataset
+from nmt.model.build import build_model
+from nmt.model.seq2seq import Seq2Seq
+from nmt.runtime import configure_allocator, resolve_device, seed_everything, set_threads
+
+log = logging.getLogger(__name__)
+
+
+def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float) -> tuple[torch.Tensor, int]:
+    """Summed label-smoothed cross-entropy over the batch's real target tokens, and their number."""
+    real = batch.tgt_out != PAD
+    logits, _ = model(batch.src, batch.src_lens, batch.tgt_in, positions=real)
+    return smoothed_cross_entropy(logits, batch.tgt_out[real], label_smoothing), logits.size(0)
+
+
+@torch.no_grad()
+def validate(model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.device) -> dict[str, float]:
+    """Validation loss/perplexity (no smoothing) and greedy BLEU, chrF, exact match."""
+    model.eval()
+    ds = data.split("valid")
+    sampler = BatchSampler(ds, cfg.data.batch_tokens * 2, shuffle=False)
+    total, tokens = 0.0, 0
+    for batch in sampler.epoch(0):
+        batch = batch.to(device)
+        loss, n = batch_loss(model, batch, 0.0)
+        total, tokens = total + float(loss), tokens + n
+    hyps, _ = translate_dataset(
+        model, ds, data.tgt_tokenizer, cfg.data.batch_tokens * 2,
+        cfg.train.valid_max_len_ratio, cfg.train.valid_max_len_extra, device,
+    )
+    scores = score_translations(hyps, list(ds["tgt"]))
+    model.train()
+    loss = total / max(tokens, 1)
+    return {"loss": loss, "ppl": math.exp(min(loss, 50)), "bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match}
+
+
+def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
+    """Train a model as `cfg` says, writing checkpoints, TensorBoard events into `run_dir`.
+    Returns the final state: step, epoch, best validation metrics, stop reason."""
+    seed_everything(cfg.seed)
+    configure_allocator()
+    set_threads(cfg.train.threads)
+    device = resolve_device(cfg.train.device)
+    run_dir = Path(run_dir)
+    tc = cfg.train
+
+    data = prepare(cfg.data)
+    sampler = BatchSampler(data.split("train"), cfg.data.batch_tokens, shuffle=True, seed=cfg.seed)
+    model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    log.info("model: %d parameters; %d training batches per epoch", n_params, len(sampler))
+    optimizer = torch.optim.Adam(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, mode="max", factor=tc.lr_decay_factor, patience=tc.lr_decay_patience, min_lr=tc.min_lr
+    )
+    writer = SummaryWriter(str(run_dir / "tensorboard"))
+    resolved = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
+
+    state: dict[str, Any] = {"step": 0, "epoch": 0, "best_bleu": -1.0, "best": {}, "bad_validations": 0, "stop": ""}
+
+    def checkpoint(name: str, metrics: dict[str, float]) -> None:
+        save_checkpoint(run_dir / "checkpoints" / name, {
+            "model": model.state_dict(), "config": resolved,
+            "src_spm": data.src_tokenizer.model_proto, "tgt_spm": data.tgt_tokenizer.model_proto,
+            "step": state["step"], "epoch": state["epoch"], "metrics": metrics,
+            "best_bleu": state["best_bleu"], "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "n_params": n_params,
+        })
+
+    def run_validation() -> None:
+        metrics = validate(model, data, cfg, device)
+        for key, value in metrics.items():
+            writer.add_scalar(f"valid/{key}", value, state["step"])
+        improved = metrics["bleu"] > state["best_bleu"]
+        if improved:
+            state.update(best_bleu=metrics["bleu"], best=dict(metrics, step=state["step"]), bad_validations=0)
+            checkpoint("best.pt", metrics)
+        else:
+            state["bad_validations"] += 1
+        scheduler.step(metrics["bleu"])
+        checkpoint("last.pt", metrics)
+        log.info(
+            "step %d valid: loss %.3f ppl %.2f BLEU %.2f chrF %.2f exact %.3f%s",
+            state["step"], metrics["loss"], metrics["ppl"], metrics["bleu"], metrics["chrf"],
+            metrics["exact_match"], " (best)" if improved else "",
+        )
+        if state["bad_validations"] >= tc.early_stopping_patience:
+            state["stop"] = f"early stopping: no better validation BLEU in {tc.early_stopping_patience} validations"
+
+    start = time.monotonic()
+    bar = tqdm(total=tc.max_steps or None, disable=not tc.progress, unit="step", dynamic_ncols=True)
+    window_tokens, window_time, window_loss = 0, 0.0, 0.0
+    model.train()
+    while not state["stop"]:
+        if tc.max_epochs and state["epoch"] >= tc.max_epochs:
+            state["stop"] = f"max_epochs={tc.max_epochs} reached"
+            break
+        for batch in sampler.epoch(state["epoch"]):
+            t0 = time.perf_counter()
+            loss, n_tokens = train_step(model, optimizer, batch.to(device), tc.label_smoothing, tc.clip_grad_norm)
+            state["step"] += 1
+            window_tokens += n_tokens
+            window_loss += loss
+            window_time += time.perf_counter() - t0
+            bar.update(1)
+            if state["step"] % tc.log_every == 0:
+                speed = window_tokens / max(window_time, 1e-9)
+                writer.add_scalar("train/loss", window_loss / window_tokens, state["step"])
+                writer.add_scalar("train/ppl", math.exp(min(window_loss / window_tokens, 50)), state["step"])
+                writer.add_scalar("train/lr", optimizer.param_groups[0]["lr"], state["step"])
+                writer.add_scalar("train/tokens_per_s", speed, state["step"])
+                bar.set_postfix(loss=f"{window_loss / window_tokens:.3f}", tok_s=f"{speed:.0f}", ep=state["epoch"])
+                window_tokens, window_time, window_loss = 0, 0.0, 0.0
+            if state["step"] % tc.valid_every == 0:
+                run_validation()
+            if tc.max_steps and state["step"] >= tc.max_steps:
+                state["stop"] = state["stop"] or f"max_steps={tc.max_steps} reached"
+            if tc.max_minutes and time.monotonic() - start >= tc.max_minutes * 60:
+                state["stop"] = state["stop"] or f"max_minutes={tc.max_minutes} reached"
+            if state["stop"]:
+                break
+        else:
+            state["epoch"] += 1
+    bar.close()
+    if state["step"] % tc.valid_every != 0:
+        run_validation()
+    writer.close()
+    log.info("stopped after %d steps (%.1f min): %s; best valid BLEU %.2f at step %s",
+             state["step"], (time.monotonic() - start) / 60, state["stop"], state["best_bleu"], state["best"].get("step"))
+    return state
+
+
+def train_step(model: Seq2Seq, optimizer: torch.optim.Optimizer, batch: Batch, label_smoothing: float, clip: float) -> tuple[float, int]:
+    """One optimiser step on a batch -> (summed loss, target tokens)."""
+    loss, n_tokens = batch_loss(model, batch, label_smoothing)
+    optimizer.zero_grad(set_to_none=True)
+    (loss / n_tokens).backward()
+    if clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    return float(loss.detach()), n_tokens

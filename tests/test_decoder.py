@@ -1,0 +1,100 @@
+"""The decoder follows SPEC equations 1-5: step i scores with s_{i-1}; c_i feeds cell and output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import TINY_MODEL, compose_config
+from nmt.model.build import build_model
+from nmt.model.seq2seq import Seq2Seq
+
+
+def tiny_model(extra: list[str] | None = None) -> Seq2Seq:
+    torch.manual_seed(0)
+    cfg = compose_config(TINY_MODEL + (extra or []))
+    return build_model(cfg.model, 30, 30).eval()
+
+
+def record_queries_and_states(model: Seq2Seq, src: torch.Tensor, lens: torch.Tensor, tgt: torch.Tensor) -> tuple[list, list, torch.Tensor]:
+    """Run teacher forcing; return the attention queries, the cell's output states, and s_0."""
+    queries, states = [], []
+    h1 = model.decoder.attention.register_forward_pre_hook(lambda m, args: queries.append(args[0].clone()))
+    h2 = model.decoder.cell.register_forward_hook(lambda m, args, out: states.append(out[0].clone()))
+    with torch.no_grad():
+        _, s0 = model.encode(src, lens)
+        model(src, lens, tgt)
+    h1.remove()
+    h2.remove()
+    return queries, states, s0[0]
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    src = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]])
+    return src, torch.tensor([4, 3]), torch.tensor([[2, 10, 11, 12], [2, 13, 14, 0]])
+
+
+def test_step_i_scores_with_the_previous_state() -> None:
+    model = tiny_model()
+    queries, states, s0 = record_queries_and_states(model, *batch())
+    assert len(queries) == len(states) == 4
+    torch.testing.assert_close(queries[0], s0)  # e_1j = a(s_0, h_j)
+    for i in range(1, 4):
+        torch.testing.assert_close(queries[i], states[i - 1])  # e_ij = a(s_{i-1}, h_j)
+        assert not torch.allclose(queries[i], states[i])
+
+
+def test_luong_ordering_is_an_explicit_option() -> None:
+    model = tiny_model(["model.attention.attend_from=current"])
+    queries, states, _ = record_queries_and_states(model, *batch())
+    for i in range(4):
+        torch.testing.assert_close(queries[i], states[i])  # e_ij = a(s_i, h_j)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_hoisted_decoder_equals_a_plain_reference_of_equations_1_to_5(cell: str) -> None:
+    """The optimised loop gives the same logits as torch's own cell on [E y_{i-1}; c_i] step by step."""
+    model = tiny_model([f"model.decoder.cell={cell}", f"model.encoder.cell={cell}"])
+    dec = model.decoder
+    src, lens, tgt = batch()
+    ref_cell = (torch.nn.GRUCell if cell == "gru" else torch.nn.LSTMCell)(32 + 64, 64)
+    with torch.no_grad():
+        ref_cell.weight_ih.copy_(torch.cat([dec.embed_gates.weight, dec.context_gates.weight], 1))
+        ref_cell.bias_ih.copy_(dec.embed_gates.bias)
+        ref_cell.weight_hh.copy_(dec.cell.hidden.weight)
+        ref_cell.bias_hh.copy_(dec.cell.hidden.bias)
+        memory, state = model.encode(src, lens)
+        h = memory.values
+        ref_logits = []
+        for i in range(tgt.size(1)):
+            emb = dec.embedding(tgt[:, i])
+            s_prev = state[0]
+            e = dec.attention.score(s_prev, memory.keys).masked_fill(~memory.mask, float("-inf"))  # (5)
+            alpha = torch.softmax(e, -1)  # (4)
+            c = (alpha.unsqueeze(2) * h).sum(1)  # (3)
+            x = torch.cat([emb, c], -1)
+            state = (ref_cell(x, s_prev),) if cell == "gru" else ref_cell(x, state)  # (2)
+            t = torch.tanh(dec.readout(torch.cat([state[0], emb, c], -1)))  # (1)
+            ref_logits.append(dec.generator(t))
+        logits, _ = model(src, lens, tgt)
+    torch.testing.assert_close(logits, torch.stack(ref_logits, 1), atol=1e-5, rtol=1e-5)
+
+
+def test_padding_gets_zero_weight_and_rows_sum_to_one_in_the_model() -> None:
+    model = tiny_model()
+    src, lens, tgt = batch()
+    with torch.no_grad():
+        _, alphas = model(src, lens, tgt)
+    assert alphas.shape == (2, 4, 4)
+    torch.testing.assert_close(alphas.sum(-1), torch.ones(2, 4))
+    assert torch.all(alphas[1, :, 3] == 0)
+
+
+def test_additive_keys_are_projected_once_per_sentence() -> None:
+    model = tiny_model()
+    calls = []
+    model.decoder.attention.score.W2.register_forward_hook(lambda *a: calls.append(1))
+    src, lens, tgt = batch()
+    with torch.no_grad():
+        model(src, lens, tgt)
+    assert len(calls) == 1

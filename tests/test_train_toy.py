@@ -1,0 +1,34 @@
+"""End to end on a toy task: the model really learns, evaluation scores it, TensorBoard holds it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from nmt.config import EvalConfig
+from nmt.evaluate import evaluate
+
+
+def test_toy_reverse_reaches_95_percent_exact_match_within_two_minutes(trained_toy: Path) -> None:
+    seconds = float((trained_toy / "train_seconds.txt").read_text().split()[0])
+    assert seconds < 120
+    report = evaluate(EvalConfig(ckpt=str(trained_toy / "checkpoints" / "best.pt"), split="test"))
+    assert report["exact_match"] >= 0.95, report
+    assert report["sentences"] == 200
+    written = json.loads((trained_toy / "checkpoints" / "best.test.json").read_text())
+    assert written["bleu"] == report["bleu"] and "nrefs:1|case:mixed|eff:no|tok:13a" in written["bleu_signature"]
+    hyps = (trained_toy / "checkpoints" / "best.test.hyp").read_text().splitlines()
+    assert len(hyps) == 200
+
+
+def test_checkpoints_and_tensorboard_scalars_are_written(trained_toy: Path) -> None:
+    assert (trained_toy / "checkpoints" / "best.pt").is_file()
+    assert (trained_toy / "checkpoints" / "last.pt").is_file()
+    acc = EventAccumulator(str(trained_toy / "tensorboard"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"train/loss", "train/ppl", "train/lr", "train/tokens_per_s", "valid/bleu", "valid/loss", "valid/exact_match"} <= tags
+    losses = [e.value for e in acc.Scalars("train/loss")]
+    assert losses[-1] < losses[0] / 3
