@@ -15,7 +15,7 @@ import torch
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         # at least fp32 (bf16 logits under autocast), float64 stays float64
         logp = torch.log_softmax(logits, dim=-1, dtype=torch.promote_types(logits.dtype, torch.float32))  # (N, V)
         vocab = logp.size(1)
@@ -27,14 +27,17 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                 grad.sub_(eps / vocab)
             grad.scatter_add_(1, target.unsqueeze(1), grad.new_full((target.size(0), 1), eps - 1.0))
             ctx.save_for_backward(grad.to(logits.dtype))
-        return loss
+        ctx.mark_non_differentiable(nll)
+        return loss, nll
 
     @staticmethod
-    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad_output: torch.Tensor, grad_nll: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
         (grad,) = ctx.saved_tensors
         return grad.mul_(grad_output), None, None  # backward runs once: reuse the buffer
 
 
-def smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, eps: float) -> torch.Tensor:
-    """logits (N, V), target (N,) (no padding: select real tokens first) -> summed loss ()."""
-    return _SmoothedCrossEntropy.apply(logits, target, eps)
+def smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits (N, V), target (N,) (no padding: select real tokens first) -> (summed loss (),
+    per-token negative log-likelihood (N,) without smoothing or gradient)."""
+    loss, nll = _SmoothedCrossEntropy.apply(logits, target, eps)
+    return loss, nll

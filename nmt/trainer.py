@@ -33,11 +33,17 @@ from nmt.runtime import configure_allocator, resolve_device, seed_everything, se
 log = logging.getLogger(__name__)
 
 
-def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float) -> tuple[torch.Tensor, int]:
-    """Summed label-smoothed cross-entropy over the batch's real target tokens, and their number."""
+def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """-> (summed label-smoothed cross-entropy over the real target tokens, the attention's
+    auxiliary loss (0 for most modes), number of real target tokens)."""
     real = batch.tgt_out != PAD
-    logits, _ = model(batch.src, batch.src_lens, batch.tgt_in, positions=real)
-    return smoothed_cross_entropy(logits, batch.tgt_out[real], label_smoothing), logits.size(0)
+    out = model(batch.src, batch.src_lens, batch.tgt_in, positions=real)
+    loss, nll = smoothed_cross_entropy(out.logits, batch.tgt_out[real], label_smoothing)
+    # Reward of a sentence for stochastic attention: its mean target log-likelihood.
+    token_ll = torch.zeros(real.shape, dtype=nll.dtype, device=nll.device).masked_scatter(real, -nll)
+    reward = token_ll.sum(1) / real.sum(1)
+    aux = model.decoder.attention.auxiliary_loss(out.memory, reward, real)
+    return loss, (aux if aux is not None else loss.new_zeros(())), out.logits.size(0)
 
 
 @torch.no_grad()
@@ -49,7 +55,7 @@ def validate(model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.devi
     total, tokens = 0.0, 0
     for batch in sampler.epoch(0):
         batch = batch.to(device)
-        loss, n = batch_loss(model, batch, 0.0)
+        loss, _, n = batch_loss(model, batch, 0.0)
         total, tokens = total + float(loss), tokens + n
     hyps, _ = translate_dataset(
         model, ds, data.tgt_tokenizer, cfg.data.batch_tokens * 2,
@@ -158,10 +164,10 @@ def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
 
 
 def train_step(model: Seq2Seq, optimizer: torch.optim.Optimizer, batch: Batch, label_smoothing: float, clip: float) -> tuple[float, int]:
-    """One optimiser step on a batch -> (summed loss, target tokens)."""
-    loss, n_tokens = batch_loss(model, batch, label_smoothing)
+    """One optimiser step on a batch -> (summed cross-entropy, target tokens)."""
+    loss, aux, n_tokens = batch_loss(model, batch, label_smoothing)
     optimizer.zero_grad(set_to_none=True)
-    (loss / n_tokens).backward()
+    ((loss + aux) / n_tokens).backward()
     if clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     optimizer.step()

@@ -76,7 +76,7 @@ def test_hoisted_decoder_equals_a_plain_reference_of_equations_1_to_5(cell: str)
             state = (ref_cell(x, s_prev),) if cell == "gru" else ref_cell(x, state)  # (2)
             t = torch.tanh(dec.readout(torch.cat([state[0], emb, c], -1)))  # (1)
             ref_logits.append(dec.generator(t))
-        logits, _ = model(src, lens, tgt)
+        logits = model(src, lens, tgt).logits
     torch.testing.assert_close(logits, torch.stack(ref_logits, 1), atol=1e-5, rtol=1e-5)
 
 
@@ -84,7 +84,7 @@ def test_padding_gets_zero_weight_and_rows_sum_to_one_in_the_model() -> None:
     model = tiny_model()
     src, lens, tgt = batch()
     with torch.no_grad():
-        _, alphas = model(src, lens, tgt)
+        alphas = model(src, lens, tgt).alphas
     assert alphas.shape == (2, 4, 4)
     torch.testing.assert_close(alphas.sum(-1), torch.ones(2, 4))
     assert torch.all(alphas[1, :, 3] == 0)

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
+from nmt.attention.memory import AttentionMemory
 from nmt.attention.modes import Normaliser
 from nmt.attention.scores import AttentionScore
 
-
-@dataclass
-class AttentionMemory:
-    """What one sentence batch offers to attend over, prepared once before the decoder loop.
-
-    keys: (B, S, *) keys as the score prepared them; values: (B, S, d_h); mask: (B, S) True at
-    real tokens."""
-
-    keys: torch.Tensor
-    values: torch.Tensor
-    mask: torch.Tensor
+__all__ = ["Attention", "AttentionMemory"]
 
 
 class Attention(nn.Module):
@@ -38,6 +27,11 @@ class Attention(nn.Module):
     def forward(self, query: torch.Tensor, memory: AttentionMemory, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """query (B, d_s) at decoder step `step` -> context (B, d_h), weights (B, S)."""
         scores = self.score(query, memory.keys)
-        weights = self.normaliser(scores, memory.mask, query, step)
+        weights = self.normaliser(scores, memory, query, step)
         context = torch.bmm(weights.unsqueeze(1), memory.values).squeeze(1)
         return context, weights
+
+    def auxiliary_loss(self, memory: AttentionMemory, reward: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
+        """The normaliser's own training loss (REINFORCE's score-function term), or None.
+        reward (B,) per sentence, valid (B, T) real target steps."""
+        return self.normaliser.auxiliary_loss(memory, reward, valid)

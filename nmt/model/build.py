@@ -8,7 +8,13 @@ import torch
 from torch import nn
 
 from nmt.attention.block import Attention
-from nmt.attention.modes import Normaliser, SoftNormaliser
+from nmt.attention.modes import (
+    GumbelHardNormaliser,
+    LocalNormaliser,
+    Normaliser,
+    ReinforceHardNormaliser,
+    SoftNormaliser,
+)
 from nmt.attention.scores import (
     AdditiveScore,
     AttentionScore,
@@ -17,7 +23,7 @@ from nmt.attention.scores import (
     LocationScore,
     ScaledDotScore,
 )
-from nmt.config import AttendFrom, AttentionConfig, Mode, ModelConfig, Score
+from nmt.config import AttendFrom, AttentionConfig, HardEstimator, LocalVariant, Mode, ModelConfig, Score
 from nmt.data.tokenizer import PAD
 from nmt.errors import UserError
 from nmt.model.decoder import Decoder
@@ -33,9 +39,17 @@ SCORES: dict[Score, Callable[[AttentionConfig, int, int], AttentionScore]] = {
     Score.location: lambda c, q, k: LocationScore(q, c.max_source_len),
 }
 
+# hard-attention training estimator -> constructor(config)
+HARD_ESTIMATORS: dict[HardEstimator, Callable[[AttentionConfig], Normaliser]] = {
+    HardEstimator.gumbel: lambda c: GumbelHardNormaliser(c.gumbel_temperature),
+    HardEstimator.reinforce: lambda c: ReinforceHardNormaliser(c.reinforce_baseline_decay, c.reinforce_entropy),
+}
+
 # mode name -> constructor(config, query size d_s)
 NORMALISERS: dict[Mode, Callable[[AttentionConfig, int], Normaliser]] = {
     Mode.soft: lambda c, q: SoftNormaliser(),
+    Mode.hard: lambda c, q: HARD_ESTIMATORS[c.hard_estimator](c),
+    Mode.local: lambda c, q: LocalNormaliser(c.window, c.local == LocalVariant.predictive, q, c.hidden_size),
 }
 
 
@@ -47,8 +61,10 @@ def build_attention(cfg: AttentionConfig, query_size: int, key_size: int, key: s
             f"({key_size}); use score=general or additive, or make model.decoder.hidden_size equal to "
             f"2 * model.encoder.hidden_size"
         )
-    if cfg.mode not in NORMALISERS:
-        raise UserError(f"{key}.mode={cfg.mode.value} is not available; choose one of {[m.value for m in NORMALISERS]}")
+    if cfg.mode == Mode.local and cfg.window < 1:
+        raise UserError(f"{key}.window={cfg.window}: the local window half-width D must be at least 1")
+    if cfg.gumbel_temperature <= 0:
+        raise UserError(f"{key}.gumbel_temperature={cfg.gumbel_temperature}: must be > 0")
     return Attention(SCORES[cfg.score](cfg, query_size, key_size), NORMALISERS[cfg.mode](cfg, query_size))
 
 

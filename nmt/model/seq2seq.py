@@ -5,11 +5,22 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.attention.block import AttentionMemory
+from typing import NamedTuple
+
+from nmt.attention.memory import AttentionMemory
 from nmt.data.tokenizer import PAD
 from nmt.model.cells import State
 from nmt.model.decoder import Decoder
 from nmt.model.encoder import Encoder
+
+
+class Seq2SeqOutput(NamedTuple):
+    """logits (B, T, V) or (N, V); alphas (B, T, S); memory: the attention memory of the pass
+    (with the samples of stochastic attention, for its auxiliary loss)."""
+
+    logits: torch.Tensor
+    alphas: torch.Tensor
+    memory: AttentionMemory
 
 
 class Seq2Seq(nn.Module):
@@ -30,12 +41,12 @@ class Seq2Seq(nn.Module):
 
     def forward(
         self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, positions: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Teacher forcing. src (B, S), src_lens (B,), tgt_in (B, T) -> logits, alphas (B, T, S).
+    ) -> Seq2SeqOutput:
+        """Teacher forcing. src (B, S), src_lens (B,), tgt_in (B, T) -> logits, alphas (B, T, S), memory.
         logits are (B, T, V), or (N, V) for the N positions where `positions` (B, T) is True:
         the vocabulary projection, the costliest layer, then skips padding."""
         memory, state = self.encode(src, src_lens)
         features, alphas = self.decoder(tgt_in, memory, state)
         if positions is not None:
             features = features[positions]
-        return self.decoder.generator(features), alphas
+        return Seq2SeqOutput(self.decoder.generator(features), alphas, memory)
