@@ -136,6 +136,9 @@ class EncoderConfig:
     hidden_size: int = 256  # per direction
     layers: int = 1
     dropout: float = 0.3
+    # A self-attention layer (with residual) over the RNN states, scored by any of the five scores.
+    self_attention: bool = False
+    self_attention_score: Score = Score.scaled_dot
 
 
 @dataclass
@@ -172,6 +175,10 @@ class TrainConfig:
     max_epochs: int = 0  # 0 = no limit
     max_minutes: float = 0.0  # wall-clock budget; 0 = no limit
     valid_every: int = 500  # steps
+    # Stop as soon as the validation exact match reaches this fraction (0 = never); for toy tasks.
+    stop_at_exact_match: float = 0.0
+    # Evaluate the best checkpoint on the test split when training ends (into metrics.json).
+    test_at_end: bool = True
     valid_max_len_ratio: float = 1.5
     valid_max_len_extra: int = 10
     log_every: int = 50

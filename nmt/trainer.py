@@ -8,22 +8,25 @@ greedy BLEU, decays the learning rate on a BLEU plateau, keeps `checkpoints/best
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from nmt.checkpoint import save_checkpoint
-from nmt.config import Config
+from nmt.config import Config, EvalConfig, Score
 from nmt.data.batching import Batch, BatchSampler
 from nmt.data.prepare import PreparedData, prepare
 from nmt.data.tokenizer import PAD
+from nmt.errors import UserError
 from nmt.loss import smoothed_cross_entropy
 from nmt.evaluation import score_translations, translate_dataset
 from nmt.model.build import build_model
@@ -77,6 +80,11 @@ def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     tc = cfg.train
 
+    if cfg.model.attention.score == Score.location and cfg.data.max_len > cfg.model.attention.max_source_len:
+        raise UserError(
+            f"model.attention.score=location supports sources up to model.attention.max_source_len="
+            f"{cfg.model.attention.max_source_len} tokens, but data.max_len={cfg.data.max_len} lets longer ones in"
+        )
     data = prepare(cfg.data)
     sampler = BatchSampler(data.split("train"), cfg.data.batch_tokens, shuffle=True, seed=cfg.seed)
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device)
@@ -117,12 +125,15 @@ def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
             state["step"], metrics["loss"], metrics["ppl"], metrics["bleu"], metrics["chrf"],
             metrics["exact_match"], " (best)" if improved else "",
         )
-        if state["bad_validations"] >= tc.early_stopping_patience:
+        if tc.stop_at_exact_match and metrics["exact_match"] >= tc.stop_at_exact_match:
+            state["stop"] = f"validation exact match {metrics['exact_match']:.3f} >= {tc.stop_at_exact_match}"
+        elif state["bad_validations"] >= tc.early_stopping_patience:
             state["stop"] = f"early stopping: no better validation BLEU in {tc.early_stopping_patience} validations"
 
     start = time.monotonic()
     bar = tqdm(total=tc.max_steps or None, disable=not tc.progress, unit="step", dynamic_ncols=True)
     window_tokens, window_time, window_loss = 0, 0.0, 0.0
+    speeds: list[float] = []
     model.train()
     while not state["stop"]:
         if tc.max_epochs and state["epoch"] >= tc.max_epochs:
@@ -138,6 +149,7 @@ def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
             bar.update(1)
             if state["step"] % tc.log_every == 0:
                 speed = window_tokens / max(window_time, 1e-9)
+                speeds.append(speed)
                 writer.add_scalar("train/loss", window_loss / window_tokens, state["step"])
                 writer.add_scalar("train/ppl", math.exp(min(window_loss / window_tokens, 50)), state["step"])
                 writer.add_scalar("train/lr", optimizer.param_groups[0]["lr"], state["step"])
@@ -158,9 +170,29 @@ def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
     if state["step"] % tc.valid_every != 0:
         run_validation()
     writer.close()
+    state["minutes"] = (time.monotonic() - start) / 60
     log.info("stopped after %d steps (%.1f min): %s; best valid BLEU %.2f at step %s",
-             state["step"], (time.monotonic() - start) / 60, state["stop"], state["best_bleu"], state["best"].get("step"))
+             state["step"], state["minutes"], state["stop"], state["best_bleu"], state["best"].get("step"))
+    write_metrics(cfg, run_dir, state, n_params, float(np.median(speeds)) if speeds else 0.0)
     return state
+
+
+def write_metrics(cfg: Config, run_dir: Path, state: dict[str, Any], n_params: int, tokens_per_s: float) -> None:
+    """Write `metrics.json`: what ran, how fast, best validation and (optionally) test scores."""
+    att = cfg.model.attention
+    metrics: dict[str, Any] = {
+        "data": cfg.data.name, "score": att.score.value, "mode": att.mode.value,
+        "variant": {"hard": att.hard_estimator.value, "local": att.local.value}.get(att.mode.value, ""),
+        "steps": state["step"], "epochs": state["epoch"], "minutes": round(state["minutes"], 2),
+        "tokens_per_s": round(tokens_per_s, 1), "parameters": n_params, "stop": state["stop"],
+        "valid": state["best"],
+    }
+    if cfg.train.test_at_end and state["best"]:
+        from nmt.evaluate import evaluate  # the CLI module's function, reused as is
+
+        report = evaluate(EvalConfig(ckpt=str(run_dir / "checkpoints" / "best.pt"), split="test", device=cfg.train.device))
+        metrics["test"] = {k: report[k] for k in ("bleu", "chrf", "exact_match")}
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
 
 
 def train_step(model: Seq2Seq, optimizer: torch.optim.Optimizer, batch: Batch, label_smoothing: float, clip: float) -> tuple[float, int]:

@@ -53,3 +53,24 @@ def test_soft_rows_sum_to_one_and_padding_gets_zero() -> None:
     assert torch.all(weights[mask] > 0)
     torch.testing.assert_close(context, torch.einsum("bs,bsd->bd", weights, keys))
     assert weights[2, 0] == 1.0
+
+
+def test_self_attention_layer_follows_the_seed_with_every_score() -> None:
+    """h_i = x_i + sum_j alpha_ij (W_V x_j), alpha_i. = softmax_j(a(W_Q x_i, W_K x_j)), padding excluded."""
+    from nmt.attention.self_attention import SelfAttentionLayer
+    from nmt.config import AttentionConfig
+    from nmt.model.build import SCORES
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 6)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    for name, make in SCORES.items():
+        layer = SelfAttentionLayer(6, make(AttentionConfig(hidden_size=5, max_source_len=4), 6, 6), 0.0)
+        h, weights = layer(x, mask)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4))
+        assert torch.all(weights[1, :, 2:] == 0), name
+        q, k, v = layer.W_Q(x[1, :2]), layer.W_K(x[1, :2]), layer.W_V(x[1, :2])
+        e = torch.stack([layer.score(q[i : i + 1], layer.score.prepare(k.unsqueeze(0)))[0] for i in range(2)])
+        expected = x[1, :2] + torch.softmax(e, -1) @ v
+        torch.testing.assert_close(h[1, :2], expected, atol=1e-5, rtol=1e-5)
+        assert torch.all(h[1, 2:] == 0)

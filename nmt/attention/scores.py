@@ -1,7 +1,8 @@
 """Score functions e_j = a(s, h_j) (SPEC equation 5 and its score table).
 
 Each score splits its work in two: `prepare(keys)` runs once per sentence on the encoder states
-(e.g. additive's W2 h_j), `forward(query, prepared)` runs once per decoder step. A score never
+(e.g. additive's W2 h_j), `forward(query, prepared)` runs once per decoder step with one query per
+sentence (B, d_s), or at once for many queries (B, Q, d_s), as self-attention does. A score never
 knows which normaliser turns its output into weights.
 """
 
@@ -21,15 +22,21 @@ class AttentionScore(nn.Module):
         return keys
 
     def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        """query (B, d_s), prepared keys (B, S, *) -> scores (B, S)."""
+        """query (B, d_s) or (B, Q, d_s), prepared keys (B, S, *) -> scores (B, S) or (B, Q, S)."""
+        if query.dim() == 2:
+            return self.score(query.unsqueeze(1), prepared).squeeze(1)
+        return self.score(query, prepared)
+
+    def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        """query (B, Q, d_s), prepared keys (B, S, *) -> scores (B, Q, S)."""
         raise NotImplementedError
 
 
 class DotScore(AttentionScore):
     """e_j = s^T h_j (needs d_s == d_h)."""
 
-    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        return torch.bmm(prepared, query.unsqueeze(2)).squeeze(2)
+    def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(query, prepared.transpose(1, 2))
 
 
 class ScaledDotScore(DotScore):
@@ -39,8 +46,8 @@ class ScaledDotScore(DotScore):
         super().__init__()
         self.scale = 1.0 / math.sqrt(key_size)
 
-    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        return super().forward(query, prepared) * self.scale
+    def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return super().score(query, prepared) * self.scale
 
 
 class GeneralScore(DotScore):
@@ -66,9 +73,9 @@ class AdditiveScore(AttentionScore):
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         return self.W2(keys)  # (B, S, d3)
 
-    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        hidden = torch.tanh(prepared + self.W1(query).unsqueeze(1))  # (B, S, d3)
-        return self.v(hidden).squeeze(2)
+    def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        hidden = torch.tanh(prepared.unsqueeze(1) + self.W1(query).unsqueeze(2))  # (B, Q, S, d3)
+        return self.v(hidden).squeeze(3)
 
 
 class LocationScore(AttentionScore):
@@ -87,5 +94,5 @@ class LocationScore(AttentionScore):
             )
         return keys
 
-    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        return self.W(query)[:, : prepared.size(1)]
+    def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return self.W(query)[..., : prepared.size(1)]

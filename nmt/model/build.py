@@ -15,6 +15,7 @@ from nmt.attention.modes import (
     ReinforceHardNormaliser,
     SoftNormaliser,
 )
+from nmt.attention.self_attention import SelfAttentionLayer
 from nmt.attention.scores import (
     AdditiveScore,
     AttentionScore,
@@ -88,7 +89,12 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     src_embedding = make_embedding(src_vocab, cfg.embedding_size)
     tgt_embedding = make_embedding(tgt_vocab, cfg.embedding_size)
     enc = cfg.encoder
-    encoder = Encoder(cfg.embedding_size, enc.hidden_size, enc.layers, enc.cell.value, enc.dropout)
+    self_attention = None
+    if enc.self_attention:
+        size = 2 * enc.hidden_size
+        score = SCORES[enc.self_attention_score](cfg.attention, size, size)
+        self_attention = SelfAttentionLayer(size, score, enc.dropout)
+    encoder = Encoder(cfg.embedding_size, enc.hidden_size, enc.layers, enc.cell.value, enc.dropout, self_attention)
     dec = cfg.decoder
     attention = build_attention(cfg.attention, dec.hidden_size, encoder.output_size)
     decoder = Decoder(

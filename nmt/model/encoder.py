@@ -6,13 +6,19 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nmt.attention.self_attention import SelfAttentionLayer
+
 RNN_CLASSES: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
 
 
 class Encoder(nn.Module):
-    """Bidirectional GRU/LSTM: annotations h_j = [fwd_j; bwd_j] of size 2 * hidden_size."""
+    """Bidirectional GRU/LSTM: annotations h_j = [fwd_j; bwd_j] of size 2 * hidden_size,
+    optionally followed by a self-attention layer over them."""
 
-    def __init__(self, input_size: int, hidden_size: int, layers: int, cell: str, dropout: float) -> None:
+    def __init__(
+        self, input_size: int, hidden_size: int, layers: int, cell: str, dropout: float,
+        self_attention: SelfAttentionLayer | None = None,
+    ) -> None:
         super().__init__()
         self.rnn = RNN_CLASSES[cell](
             input_size, hidden_size, num_layers=layers, batch_first=True,
@@ -20,6 +26,7 @@ class Encoder(nn.Module):
         )
         self.dropout = nn.Dropout(dropout)
         self.output_size = 2 * hidden_size
+        self.self_attention = self_attention
 
     def forward(self, embedded: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """embedded (B, S, E), lengths (B,) -> states h (B, S, 2H) (zero at padding),
@@ -29,4 +36,8 @@ class Encoder(nn.Module):
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=embedded.size(1))
         h_n = last[0] if isinstance(last, tuple) else last  # LSTM returns (h_n, c_n)
         final = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # top layer: forward, backward
-        return self.dropout(states), final
+        states = self.dropout(states)
+        if self.self_attention is not None:
+            mask = torch.arange(states.size(1), device=states.device).unsqueeze(0) < lengths.to(states.device).unsqueeze(1)
+            states, _ = self.self_attention(states, mask)
+        return states, final
