@@ -128,6 +128,11 @@ class AttentionConfig:
     local: LocalVariant = LocalVariant.monotonic
     window: int = 5
     attend_from: AttendFrom = AttendFrom.previous
+    # Coverage (Tu et al. 2016): the sum of past weights C_ij feeds the score, and the loss gets
+    # coverage_loss_weight * sum_ij min(alpha_ij, C_ij) (See et al. 2017).
+    coverage: bool = False
+    coverage_hidden_size: int = 16
+    coverage_loss_weight: float = 1.0
 
 
 @dataclass

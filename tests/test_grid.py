@@ -85,3 +85,19 @@ def test_the_grid_trains_a_few_steps_on_a_multi30k_slice(tmp_path: Path) -> None
     assert len(seen) == 25
     table = subprocess.run([sys.executable, "scripts/sweep_table.py", str(sweep)], cwd=ROOT, capture_output=True, text=True)
     assert table.returncode == 0 and table.stdout.count("\n| custom |") == 25
+
+
+@pytest.mark.parametrize("extra", [["model.attention.coverage=true"], ["model.encoder.self_attention=true"]])
+def test_coverage_and_self_attention_learn(tmp_path_factory: pytest.TempPathFactory, extra: list[str]) -> None:
+    workdir = tmp_path_factory.getbasetemp() / "grid"
+    run_dir = tmp_path_factory.mktemp("extra")
+    cfg = compose_config([
+        *toy_overrides(workdir, task="copy", n_train=1000), "+experiment=toy", "train.max_steps=40",
+        "train.log_every=10", "train.valid_every=40", "train.test_at_end=false", "train.stop_at_exact_match=0",
+        "data.batch_tokens=600", *extra,
+    ])
+    train(cfg, run_dir)
+    acc = EventAccumulator(str(run_dir / "tensorboard"))
+    acc.Reload()
+    losses = [e.value for e in acc.Scalars("train/loss")]
+    assert losses[-1] < 0.8 * losses[0], losses

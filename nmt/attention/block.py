@@ -12,26 +12,60 @@ from nmt.attention.scores import AttentionScore
 __all__ = ["Attention", "AttentionMemory"]
 
 
-class Attention(nn.Module):
-    """att((K, V), q) = sum_j alpha_j v_j with alpha = normaliser(score(q, k_j))."""
+class CoverageTerm(nn.Module):
+    """The coverage feature added to any score: e_ij += v_c^T tanh(w_c C_ij + b_c), C_ij = sum_{k<i} alpha_kj."""
 
-    def __init__(self, score: AttentionScore, normaliser: Normaliser) -> None:
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.w_c = nn.Linear(1, hidden_size)
+        self.v_c = nn.Linear(hidden_size, 1, bias=False)
+
+    def forward(self, coverage: torch.Tensor) -> torch.Tensor:
+        """coverage (B, S) -> score term (B, S)."""
+        return self.v_c(torch.tanh(self.w_c(coverage.unsqueeze(2)))).squeeze(2)
+
+
+class Attention(nn.Module):
+    """att((K, V), q) = sum_j alpha_j v_j with alpha = normaliser(score(q, k_j) [+ coverage term])."""
+
+    def __init__(
+        self, score: AttentionScore, normaliser: Normaliser,
+        coverage: CoverageTerm | None = None, coverage_loss_weight: float = 0.0,
+    ) -> None:
         super().__init__()
         self.score = score
         self.normaliser = normaliser
+        self.coverage = coverage
+        self.coverage_loss_weight = coverage_loss_weight
 
     def memory(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> AttentionMemory:
         """keys (B, S, d_k), values (B, S, d_h), mask (B, S) -> memory for `forward`."""
-        return AttentionMemory(self.score.prepare(keys), values, mask)
+        memory = AttentionMemory(self.score.prepare(keys), values, mask)
+        if self.coverage is not None:
+            memory.coverage = values.new_zeros(mask.shape)
+        return memory
 
     def forward(self, query: torch.Tensor, memory: AttentionMemory, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """query (B, d_s) at decoder step `step` -> context (B, d_h), weights (B, S)."""
         scores = self.score(query, memory.keys)
+        if self.coverage is not None and memory.coverage is not None:
+            scores = scores + self.coverage(memory.coverage)
         weights = self.normaliser(scores, memory, query, step)
+        if memory.coverage is not None:
+            memory.coverage_losses.append(torch.minimum(weights, memory.coverage).sum(1))
+            memory.coverage = memory.coverage + weights
         context = torch.bmm(weights.unsqueeze(1), memory.values).squeeze(1)
         return context, weights
 
     def auxiliary_loss(self, memory: AttentionMemory, reward: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
-        """The normaliser's own training loss (REINFORCE's score-function term), or None.
+        """Extra training losses of the block, summed over real target steps, or None: the
+        normaliser's own (REINFORCE's score-function term) and the coverage penalty.
         reward (B,) per sentence, valid (B, T) real target steps."""
-        return self.normaliser.auxiliary_loss(memory, reward, valid)
+        losses = []
+        own = self.normaliser.auxiliary_loss(memory, reward, valid)
+        if own is not None:
+            losses.append(own)
+        if memory.coverage_losses and self.coverage_loss_weight:
+            per_step = torch.stack(memory.coverage_losses, 1)  # (B, T)
+            losses.append(self.coverage_loss_weight * (per_step * valid.to(per_step.dtype)).sum())
+        return sum(losses[1:], losses[0]) if losses else None

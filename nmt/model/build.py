@@ -7,7 +7,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from nmt.attention.block import Attention
+from nmt.attention.block import Attention, CoverageTerm
 from nmt.attention.modes import (
     GumbelHardNormaliser,
     LocalNormaliser,
@@ -66,7 +66,11 @@ def build_attention(cfg: AttentionConfig, query_size: int, key_size: int, key: s
         raise UserError(f"{key}.window={cfg.window}: the local window half-width D must be at least 1")
     if cfg.gumbel_temperature <= 0:
         raise UserError(f"{key}.gumbel_temperature={cfg.gumbel_temperature}: must be > 0")
-    return Attention(SCORES[cfg.score](cfg, query_size, key_size), NORMALISERS[cfg.mode](cfg, query_size))
+    coverage = CoverageTerm(cfg.coverage_hidden_size) if cfg.coverage else None
+    return Attention(
+        SCORES[cfg.score](cfg, query_size, key_size), NORMALISERS[cfg.mode](cfg, query_size),
+        coverage, cfg.coverage_loss_weight if cfg.coverage else 0.0,
+    )
 
 
 def make_embedding(vocab_size: int, size: int) -> nn.Embedding:
