@@ -8,7 +8,7 @@ ARGS ?=
 CKPT ?=
 SPLIT ?= test
 
-.PHONY: help install data train eval tensorboard test test-all lint
+.PHONY: help install data train eval align tensorboard test test-all lint
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ train: ## Train the default model (Multi30k de->en, 60 min budget); ARGS="key=va
 
 eval: ## BLEU/chrF of the best checkpoint of the newest run (CKPT=path, SPLIT=test|valid)
 	$(PYTHON) -m nmt.evaluate $(if $(CKPT),ckpt=$(CKPT)) split=$(SPLIT) $(ARGS)
+
+align: ## Export alignments (matrices, Pharaoh, heatmaps, report.html; AER with gold) of the newest run's best.pt
+	$(PYTHON) -m nmt.align $(if $(CKPT),ckpt=$(CKPT)) align.split=$(SPLIT) $(ARGS)
 
 tensorboard: ## Open TensorBoard on all runs
 	$(PYTHON) -m tensorboard.main --logdir outputs

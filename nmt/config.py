@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -94,12 +93,12 @@ class DataConfig:
     src_lang: str = "de"
     tgt_lang: str = "en"
     # File prefixes per split: files are `{dir}/{prefix}.{lang}` (or `{prefix}.{lang}` if absolute).
-    dir: Optional[str] = None
+    dir: str | None = None
     train: str = "train"
     valid: str = "val"
     test: str = "test_2016_flickr"
     url: str = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
-    hub_name: Optional[str] = None
+    hub_name: str | None = None
     toy: ToyConfig = field(default_factory=ToyConfig)
     # Subwords (sentencepiece, trained on the training split).
     vocab_size: int = 8000
@@ -193,23 +192,52 @@ class TrainConfig:
 
 
 @dataclass
+class LogConfig:
+    # Heatmaps of the first K validation sentences in TensorBoard at every validation.
+    attention_examples: int = 4
+
+
+@dataclass
 class Config:
     seed: int = 42
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    log: LogConfig = field(default_factory=LogConfig)
 
 
 @dataclass
 class EvalConfig:
-    ckpt: Optional[str] = None  # default: best.pt of the newest run under `runs_dir`
+    ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
     runs_dir: str = "outputs"
     split: str = "test"  # train | valid | test, or a file prefix `{prefix}.{lang}`
     batch_tokens: int = 6000
     max_len_ratio: float = 1.5
     max_len_extra: int = 10
     device: str = "cpu"
-    output: Optional[str] = None  # hypotheses file; default next to the checkpoint
+    output: str | None = None  # hypotheses file; default next to the checkpoint
+
+
+@dataclass
+class AlignOptions:
+    split: str = "test"  # train | valid | test, or a file prefix `{prefix}.{lang}`
+    src: str | None = None  # or any two line-aligned files (both must be given)
+    tgt: str | None = None
+    forced: bool = True  # teacher forcing on the given target; false: the model's own translation
+    out: str | None = None  # output folder; default `align-{split}` beside the checkpoint
+    threshold: float | None = None  # also link every word pair with weight >= threshold
+    gold: str | None = None  # Pharaoh gold alignments; default: `{prefix}.gold` beside the split, if any
+    gold_one_based: bool = False
+    heatmaps: int = 20  # heatmaps/NNNN.png and report.html for the first N sentences
+    batch_tokens: int = 6000
+
+
+@dataclass
+class AlignConfig:
+    ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
+    runs_dir: str = "outputs"
+    device: str = "cpu"
+    align: AlignOptions = field(default_factory=AlignOptions)
 
 
 def register_configs() -> None:
@@ -217,3 +245,4 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(name="base_eval", node=EvalConfig)
+    cs.store(name="base_align", node=AlignConfig)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from omegaconf.errors import OmegaConfBaseException
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sys
 import random
+import sys
 
 import numpy as np
 import torch

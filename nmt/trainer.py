@@ -21,17 +21,18 @@ from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from nmt.alignment.heatmap import heatmap_figure
 from nmt.checkpoint import save_checkpoint
 from nmt.config import Config, EvalConfig, Score
 from nmt.data.batching import Batch, BatchSampler
-from nmt.data.prepare import PreparedData, prepare
+from nmt.data.prepare import prepare
 from nmt.data.tokenizer import PAD
 from nmt.errors import UserError
 from nmt.loss import smoothed_cross_entropy
-from nmt.evaluation import score_translations, translate_dataset
 from nmt.model.build import build_model
 from nmt.model.seq2seq import Seq2Seq
 from nmt.runtime import configure_allocator, resolve_device, seed_everything, set_threads
+from nmt.validation import attention_examples, validate
 
 log = logging.getLogger(__name__)
 
@@ -47,27 +48,6 @@ def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float) -> tuple[to
     reward = token_ll.sum(1) / real.sum(1)
     aux = model.decoder.attention.auxiliary_loss(out.memory, reward, real)
     return loss, (aux if aux is not None else loss.new_zeros(())), out.logits.size(0)
-
-
-@torch.no_grad()
-def validate(model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.device) -> dict[str, float]:
-    """Validation loss/perplexity (no smoothing) and greedy BLEU, chrF, exact match."""
-    model.eval()
-    ds = data.split("valid")
-    sampler = BatchSampler(ds, cfg.data.batch_tokens * 2, shuffle=False)
-    total, tokens = 0.0, 0
-    for batch in sampler.epoch(0):
-        batch = batch.to(device)
-        loss, _, n = batch_loss(model, batch, 0.0)
-        total, tokens = total + float(loss), tokens + n
-    hyps, _ = translate_dataset(
-        model, ds, data.tgt_tokenizer, cfg.data.batch_tokens * 2,
-        cfg.train.valid_max_len_ratio, cfg.train.valid_max_len_extra, device,
-    )
-    scores = score_translations(hyps, list(ds["tgt"]))
-    model.train()
-    loss = total / max(tokens, 1)
-    return {"loss": loss, "ppl": math.exp(min(loss, 50)), "bleu": scores.bleu, "chrf": scores.chrf, "exact_match": scores.exact_match}
 
 
 def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
@@ -112,6 +92,10 @@ def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
         metrics = validate(model, data, cfg, device)
         for key, value in metrics.items():
             writer.add_scalar(f"valid/{key}", value, state["step"])
+        for k, example in enumerate(attention_examples(model, data, cfg.log.attention_examples, device)):
+            title = f"step {state['step']}"
+            fig = heatmap_figure(example.matrix, example.src_pieces, example.tgt_pieces, title)
+            writer.add_figure(f"attention/{k}", fig, state["step"], close=False)
         improved = metrics["bleu"] > state["best_bleu"]
         if improved:
             state.update(best_bleu=metrics["bleu"], best=dict(metrics, step=state["step"]), bad_validations=0)

@@ -75,16 +75,26 @@ TOY_TRAIN = [
 ]
 
 
-@pytest.fixture(scope="session")
-def trained_toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A model trained on toy_reverse (once per session); returns its run folder."""
+def train_toy(workdir: Path, task: str, extra: list[str]) -> Path:
+    """Train the toy model of TOY_TRAIN on a toy task below `workdir`; returns the run folder."""
     import time
 
     from nmt.trainer import train
 
-    workdir = tmp_path_factory.mktemp("toy_reverse")
-    cfg = compose_config(toy_overrides(workdir) + TOY_TRAIN)
+    cfg = compose_config(toy_overrides(workdir, task=task) + TOY_TRAIN + extra)
     start = time.monotonic()
     state = train(cfg, workdir / "run")
     (workdir / "run" / "train_seconds.txt").write_text(f"{time.monotonic() - start:.1f}\n{state['best']}\n")
     return workdir / "run"
+
+
+@pytest.fixture(scope="session")
+def trained_toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model trained on toy_reverse (once per session); returns its run folder."""
+    return train_toy(tmp_path_factory.mktemp("toy_reverse"), "reverse", [])
+
+
+@pytest.fixture(scope="session")
+def trained_toy_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model trained on toy_copy until 98% validation exact match (once per session)."""
+    return train_toy(tmp_path_factory.mktemp("toy_copy"), "copy", ["train.stop_at_exact_match=0.98"])

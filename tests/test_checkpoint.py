@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_decoder import batch, tiny_model
 
 from nmt.checkpoint import load_checkpoint, load_model, save_checkpoint
 from nmt.errors import UserError
-from test_decoder import batch, tiny_model
 
 
 def test_atomic_write_keeps_the_old_checkpoint_when_saving_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

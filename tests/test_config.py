@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import CONFIGS, ROOT, compose_config
 from hydra.errors import ConfigCompositionException, HydraException
 
-from conftest import CONFIGS, ROOT, compose_config
 from nmt.config import Score
 from nmt.errors import UserError
 from nmt.model.build import build_model

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import MULTI30K, compose_config, toy_overrides
+
 from nmt.data.batching import BatchSampler
 from nmt.data.corpus import load_parallel_files, load_split
 from nmt.data.prepare import prepare

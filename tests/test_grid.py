@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import MULTI30K, ROOT, TINY_MODEL, compose_config, toy_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import MULTI30K, ROOT, TINY_MODEL, compose_config, toy_overrides
 from nmt.trainer import train
 
 SCORES = ["dot", "general", "additive", "location", "scaled_dot"]

@@ -6,8 +6,8 @@ is gathered without touching Python lists of every sentence.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import datasets
 import numpy as np
@@ -46,7 +46,7 @@ class Batch:
     def n_tgt_tokens(self) -> int:
         return int((self.tgt_out != PAD).sum())
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         return Batch(*(t.to(device, non_blocking=True) for t in (self.src, self.src_lens, self.tgt_in, self.tgt_out)), self.index)
 
 

@@ -18,8 +18,8 @@ import os
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import datasets
 
@@ -68,6 +68,15 @@ def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path]:
         if not path.is_file():
             raise UserError(f"{path}: corpus file not found (data.source={cfg.source.value})")
     return src, tgt
+
+
+def gold_alignment_file(cfg: DataConfig, split: str) -> Path | None:
+    """`{prefix}.gold` beside a split's files (Pharaoh word alignments), if there is one."""
+    if cfg.source == CorpusSource.hub:
+        return None
+    src, _ = split_files(cfg, split)
+    gold = src.with_name(f"{Path(split_prefix(cfg, split)).name}.gold")
+    return gold if gold.is_file() else None
 
 
 def download_gz(url: str, dest: Path) -> None:

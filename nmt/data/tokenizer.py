@@ -7,7 +7,7 @@ languages (and allows tied embeddings across sides); otherwise each side has its
 from __future__ import annotations
 
 import io
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import sentencepiece as spm
 

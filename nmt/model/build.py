@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -15,7 +15,6 @@ from nmt.attention.modes import (
     ReinforceHardNormaliser,
     SoftNormaliser,
 )
-from nmt.attention.self_attention import SelfAttentionLayer
 from nmt.attention.scores import (
     AdditiveScore,
     AttentionScore,
@@ -24,6 +23,7 @@ from nmt.attention.scores import (
     LocationScore,
     ScaledDotScore,
 )
+from nmt.attention.self_attention import SelfAttentionLayer
 from nmt.config import AttendFrom, AttentionConfig, HardEstimator, LocalVariant, Mode, ModelConfig, Score
 from nmt.data.tokenizer import PAD
 from nmt.errors import UserError

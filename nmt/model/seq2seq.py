@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
-
-from typing import NamedTuple
 
 from nmt.attention.memory import AttentionMemory
 from nmt.data.tokenizer import PAD
@@ -50,3 +50,10 @@ class Seq2Seq(nn.Module):
         if positions is not None:
             features = features[positions]
         return Seq2SeqOutput(self.decoder.generator(features), alphas, memory)
+
+    def attention_matrices(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Forced alignment: teacher forcing on a known target, without the vocabulary projection.
+        src (B, S), tgt_in (B, T) = BOS y_1..y_n -> alphas (B, T, S): one row per target token and
+        a last row for the EOS the model is asked to predict after y_n."""
+        memory, state = self.encode(src, src_lens)
+        return self.decoder(tgt_in, memory, state)[1]

@@ -1,0 +1,1 @@
+"""Attention as alignment: subword->word merging, Pharaoh links, AER, heatmaps, export."""

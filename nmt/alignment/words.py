@@ -1,0 +1,40 @@
+"""Merge a subword attention matrix into a word matrix, using sentencepiece word boundaries.
+
+A piece that starts with the sentencepiece space marker begins a new word. The weight of a source
+word is the sum over its pieces (attention mass is additive over positions); the row of a target
+word is the mean of its pieces' rows (each row is one distribution). Special tokens (EOS) belong
+to no word: their row/column is dropped, so word rows may sum to less than 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SPACE = "\u2581"  # sentencepiece's word-boundary marker
+
+
+def word_groups(pieces: list[str]) -> list[list[int]]:
+    """Indices of the pieces of each word. ["▁ein", "▁Hund", "e"] -> [[0], [1, 2]]."""
+    groups: list[list[int]] = []
+    for k, piece in enumerate(pieces):
+        if piece.startswith(SPACE) or not groups:
+            groups.append([k])
+        else:
+            groups[-1].append(k)
+    return groups
+
+
+def words_of(pieces: list[str]) -> list[str]:
+    """The words that the pieces spell, without the boundary marker."""
+    return ["".join(pieces[k] for k in group).replace(SPACE, "") for group in word_groups(pieces)]
+
+
+def merge_to_words(matrix: np.ndarray, src_pieces: list[str], tgt_pieces: list[str]) -> np.ndarray:
+    """matrix (T_y', T_x') over target rows x source columns, whose first len(tgt_pieces) rows and
+    len(src_pieces) columns are the pieces (any further ones, e.g. EOS, are dropped)
+    -> (target words, source words): source pieces summed, target pieces averaged."""
+    pieces = matrix[: len(tgt_pieces), : len(src_pieces)]
+    src_groups, tgt_groups = word_groups(src_pieces), word_groups(tgt_pieces)
+    by_src = np.stack([pieces[:, g].sum(1) for g in src_groups], 1) if src_groups else np.zeros((len(tgt_pieces), 0))
+    rows = [by_src[g].mean(0) for g in tgt_groups]
+    return np.stack(rows, 0) if rows else np.zeros((0, len(src_groups)))
