@@ -30,6 +30,10 @@ def test_train_then_evaluate_from_the_command_line(workdir: Path) -> None:
     assert "test: BLEU = " in proc.stdout and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in proc.stdout
     assert (run_dir / "checkpoints" / "best.test.hyp").is_file()
 
+    proc = run(["nmt.evaluate", f"runs_dir={workdir}", "split=valid"])  # newest run's best.pt
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"hypotheses: {run_dir / 'checkpoints' / 'best.valid.hyp'}" in proc.stdout
+
 
 def test_evaluate_with_no_runs_says_what_to_do(workdir: Path) -> None:
     proc = run(["nmt.evaluate", f"runs_dir={workdir}"])

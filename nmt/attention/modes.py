@@ -73,6 +73,9 @@ class ReinforceHardNormaliser(Normaliser):
     The weights carry no gradient; `auxiliary_loss` gives the scores theirs, with a moving-average
     reward baseline (kept in a buffer, so it is saved in checkpoints) and an entropy bonus."""
 
+    baseline: torch.Tensor
+    baseline_steps: torch.Tensor
+
     def __init__(self, baseline_decay: float, entropy_weight: float) -> None:
         super().__init__()
         self.baseline_decay = baseline_decay
@@ -98,12 +101,12 @@ class ReinforceHardNormaliser(Normaliser):
         log_probs = torch.stack(memory.log_probs, 1)  # (B, T)
         entropies = torch.stack(memory.entropies, 1)
         reward = reward.detach()
-        if self.baseline_steps == 0:
+        if int(self.baseline_steps) == 0:
             self.baseline.fill_(float(reward.mean()))
         advantage = reward - self.baseline
         with torch.no_grad():
             self.baseline.mul_(self.baseline_decay).add_((1 - self.baseline_decay) * reward.mean())
-            self.baseline_steps += 1
+            self.baseline_steps.add_(1)
         valid = valid.to(log_probs.dtype)
         return -((advantage.unsqueeze(1) * log_probs + self.entropy_weight * entropies) * valid).sum()
 

@@ -47,7 +47,8 @@ class Batch:
         return int((self.tgt_out != PAD).sum())
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device, non_blocking=True) for t in (self.src, self.src_lens, self.tgt_in, self.tgt_out)), self.index)
+        src, src_lens, tgt_in, tgt_out = (t.to(device, non_blocking=True) for t in (self.src, self.src_lens, self.tgt_in, self.tgt_out))
+        return Batch(src, src_lens, tgt_in, tgt_out, self.index)
 
 
 class BatchSampler:
