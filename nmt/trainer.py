@@ -21,13 +21,16 @@ from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from nmt.align import align
 from nmt.alignment.heatmap import heatmap_figure
 from nmt.checkpoint import save_checkpoint
-from nmt.config import Config, EvalConfig, Score
+from nmt.config import AlignConfig, AlignOptions, Config, EvalConfig, Score
 from nmt.data.batching import Batch, BatchSampler
+from nmt.data.corpus import gold_alignment_file
 from nmt.data.prepare import prepare
 from nmt.data.tokenizer import PAD
 from nmt.errors import UserError
+from nmt.evaluate import evaluate
 from nmt.loss import smoothed_cross_entropy
 from nmt.model.build import build_model
 from nmt.model.seq2seq import Seq2Seq
@@ -172,10 +175,13 @@ def write_metrics(cfg: Config, run_dir: Path, state: dict[str, Any], n_params: i
         "valid": state["best"],
     }
     if cfg.train.test_at_end and state["best"]:
-        from nmt.evaluate import evaluate  # the CLI module's function, reused as is
-
-        report = evaluate(EvalConfig(ckpt=str(run_dir / "checkpoints" / "best.pt"), split="test", device=cfg.train.device))
+        best = str(run_dir / "checkpoints" / "best.pt")
+        report = evaluate(EvalConfig(ckpt=best, split="test", device=cfg.train.device))
         metrics["test"] = {k: report[k] for k in ("bleu", "chrf", "exact_match")}
+        if gold_alignment_file(cfg.data, "test") is not None:
+            options = AlignOptions(split="test", out=str(run_dir / "align-test"), heatmaps=4)
+            scores = align(AlignConfig(ckpt=best, device=cfg.train.device, align=options))
+            metrics["test"].update({k: scores[k] for k in ("aer", "precision", "recall")})
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
 
 
