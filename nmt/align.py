@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from nmt.alignment.aer import alignment_error_rate
 from nmt.alignment.extract import forced_alignments, free_alignments
@@ -24,7 +24,7 @@ from nmt.checkpoint import load_model
 from nmt.config import AlignConfig, register_configs
 from nmt.data.corpus import gold_alignment_file, load_parallel_files, load_split, split_prefix
 from nmt.data.prepare import encode_pairs
-from nmt.errors import UserError, exit_on_user_error
+from nmt.errors import UserError, as_schema, exit_on_user_error
 from nmt.evaluate import newest_checkpoint
 from nmt.runtime import resolve_device
 from nmt.validation import word_links
@@ -69,8 +69,7 @@ def align(cfg: AlignConfig) -> dict[str, Any]:
 @hydra.main(config_path="../configs", config_name="align", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    config = OmegaConf.to_object(cfg)
-    assert isinstance(config, AlignConfig)
+    config = as_schema(cfg, AlignConfig)
     align(config)
 
 

@@ -1,4 +1,4 @@
-"""User-facing errors: one clear line, no traceback, non-zero exit."""
+"""CLI plumbing: user-facing errors (one clear line, no traceback, non-zero exit), typed configs."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 T = TypeVar("T")
@@ -15,6 +16,13 @@ T = TypeVar("T")
 
 class UserError(Exception):
     """A problem with the user's input (file, config key, checkpoint), not a bug."""
+
+
+def as_schema(cfg: DictConfig, schema: type[T]) -> T:
+    """The validated dataclass object of a composed config (Hydra hands CLIs a DictConfig)."""
+    obj = OmegaConf.to_object(cfg)
+    assert isinstance(obj, schema), f"config is {type(obj).__name__}, expected {schema.__name__}"
+    return obj
 
 
 def exit_on_user_error(fn: Callable[..., T]) -> Callable[..., T]:

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from nmt.checkpoint import load_model
 from nmt.config import EvalConfig, register_configs
 from nmt.data.corpus import load_split, split_prefix
 from nmt.data.prepare import encode_pairs
-from nmt.errors import UserError, exit_on_user_error
+from nmt.errors import UserError, as_schema, exit_on_user_error
 from nmt.evaluation import score_translations, translate_dataset
 from nmt.runtime import resolve_device
 
@@ -61,8 +61,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
 @hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    config = OmegaConf.to_object(cfg)
-    assert isinstance(config, EvalConfig)
+    config = as_schema(cfg, EvalConfig)
     evaluate(config)
 
 

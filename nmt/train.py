@@ -6,10 +6,10 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from nmt.config import Config, register_configs
-from nmt.errors import exit_on_user_error
+from nmt.errors import as_schema, exit_on_user_error
 from nmt.trainer import train
 
 register_configs()
@@ -19,8 +19,7 @@ register_configs()
 @exit_on_user_error
 def main(cfg: DictConfig) -> float:
     """Train; returns the best validation BLEU (the value Hydra sweepers optimise)."""
-    config = OmegaConf.to_object(cfg)  # the validated dataclass tree (nmt.config.Config)
-    assert isinstance(config, Config)
+    config = as_schema(cfg, Config)
     state = train(config, Path(HydraConfig.get().runtime.output_dir))
     return float(state["best_bleu"])
 

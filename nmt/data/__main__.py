@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from nmt.config import Config, register_configs
 from nmt.data.corpus import SPLITS
 from nmt.data.prepare import prepare
-from nmt.errors import exit_on_user_error
+from nmt.errors import as_schema, exit_on_user_error
 
 register_configs()
 
@@ -16,8 +16,7 @@ register_configs()
 @hydra.main(config_path="../../configs", config_name="prepare", version_base="1.3")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    config = OmegaConf.to_object(cfg)
-    assert isinstance(config, Config)
+    config = as_schema(cfg, Config)
     data = prepare(config.data)
     for split in SPLITS:
         print(f"{split}: {len(data.split(split))} pairs")
