@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import OmegaConf
 
@@ -51,6 +52,16 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dic
     return payload
 
 
+def bytes_tensor(data: bytes) -> torch.Tensor:
+    """Raw bytes (a sentencepiece model) as a uint8 tensor: safe for `weights_only` loading."""
+    return torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy())
+
+
+def tensor_bytes(value: torch.Tensor | bytes) -> bytes:
+    """Inverse of `bytes_tensor` (plain bytes, as older checkpoints hold, pass through)."""
+    return value if isinstance(value, bytes) else value.numpy().tobytes()
+
+
 def config_from_checkpoint(payload: dict[str, Any]) -> Config:
     """The run's config, validated against the current schema."""
     merged = OmegaConf.merge(OmegaConf.structured(Config), payload["config"])
@@ -63,7 +74,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Se
     """Rebuild a trained model from a checkpoint -> (model in eval mode, config, src tokenizer, tgt tokenizer)."""
     payload = load_checkpoint(path, device)
     cfg = config_from_checkpoint(payload)
-    src_tok, tgt_tok = Tokenizer(payload["src_spm"]), Tokenizer(payload["tgt_spm"])
+    src_tok, tgt_tok = Tokenizer(tensor_bytes(payload["src_spm"])), Tokenizer(tensor_bytes(payload["tgt_spm"]))
     model = build_model(cfg.model, len(src_tok), len(tgt_tok))
     try:
         model.load_state_dict(payload["model"])

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from nmt.align import align
 from nmt.alignment.heatmap import heatmap_figure
-from nmt.checkpoint import save_checkpoint
+from nmt.checkpoint import bytes_tensor, save_checkpoint
 from nmt.config import AlignConfig, AlignOptions, Config, EvalConfig, Score
 from nmt.data.batching import Batch, BatchSampler
 from nmt.data.corpus import gold_alignment_file
@@ -85,7 +85,7 @@ def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
     def checkpoint(name: str, metrics: dict[str, float]) -> None:
         save_checkpoint(run_dir / "checkpoints" / name, {
             "model": model.state_dict(), "config": resolved,
-            "src_spm": data.src_tokenizer.model_proto, "tgt_spm": data.tgt_tokenizer.model_proto,
+            "src_spm": bytes_tensor(data.src_tokenizer.model_proto), "tgt_spm": bytes_tensor(data.tgt_tokenizer.model_proto),
             "step": state["step"], "epoch": state["epoch"], "metrics": metrics,
             "best_bleu": state["best_bleu"], "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "n_params": n_params,

@@ -38,7 +38,9 @@ def _fmt(value: Any, digits: int) -> str:
 
 def collect(root: Path) -> list[dict[str, str]]:
     """One row per job folder (a folder holding .hydra/ or metrics.json) under root."""
-    jobs = sorted({p.parent for p in root.rglob("metrics.json")} | {p.parent for p in root.rglob(".hydra")})
+    found = {p.parent for p in root.rglob("metrics.json")} | {p.parent for p in root.rglob(".hydra")}
+    # natural order: job 2 before job 10
+    jobs = sorted(found, key=lambda p: [int(part) if part.isdigit() else part for part in p.relative_to(root).parts])
     rows = []
     for job in jobs:
         path = job / "metrics.json"

@@ -8,13 +8,14 @@ import pytest
 import torch
 from test_decoder import batch, tiny_model
 
-from nmt.checkpoint import load_checkpoint, load_model, save_checkpoint
+from nmt.checkpoint import bytes_tensor, load_checkpoint, load_model, save_checkpoint, tensor_bytes
 from nmt.errors import UserError
 
 
 def test_atomic_write_keeps_the_old_checkpoint_when_saving_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "last.pt"
-    save_checkpoint(path, {"model": {"w": torch.ones(2)}, "config": {}, "src_spm": b"", "tgt_spm": b""})
+    spm = bytes_tensor(b"")
+    save_checkpoint(path, {"model": {"w": torch.ones(2)}, "config": {}, "src_spm": spm, "tgt_spm": spm})
 
     def boom(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
@@ -25,6 +26,11 @@ def test_atomic_write_keeps_the_old_checkpoint_when_saving_fails(tmp_path: Path,
     monkeypatch.undo()
     assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(2))
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temporary file left
+
+
+def test_subword_models_travel_as_tensors() -> None:
+    for data in (b"", b"\x00\xffproto"):
+        assert tensor_bytes(bytes_tensor(data)) == data
 
 
 def test_missing_and_corrupt_checkpoints_are_user_errors(tmp_path: Path) -> None:

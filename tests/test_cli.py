@@ -57,7 +57,7 @@ def test_default_multi30k_pipeline_trains_a_few_steps(workdir: Path) -> None:
     """The default corpus end to end (tiny model, small vocabulary, 3 steps): no error, real BLEU."""
     cfg = compose_config([
         f"data.cache_dir={workdir / 'prepared'}", "data.vocab_size=1000", "train.max_steps=3",
-        "train.valid_every=3", "train.progress=false", "train.valid_max_len_extra=2", "train.valid_max_len_ratio=1.0",
+        "train.valid_every=3", "train.progress=false", "train.valid_max_len_extra=2", "train.valid_max_len_ratio=1.0", "train.threads=1",
         *TINY_MODEL,
     ])
     state = train(cfg, workdir / "run")

@@ -24,7 +24,7 @@ def test_every_variant_learns_on_toy_copy(tmp_path_factory: pytest.TempPathFacto
     run_dir = tmp_path_factory.mktemp(f"{score}-{mode}")
     cfg = compose_config([
         *toy_overrides(workdir, task="copy", n_train=1000), "+experiment=toy", f"model.attention.score={score}",
-        f"+mode={mode}", "model.decoder.hidden_size=128", "model.encoder.hidden_size=64",
+        f"+mode={mode}",
         "train.max_steps=40", "train.log_every=10", "train.valid_every=40", "train.test_at_end=false",
         "train.stop_at_exact_match=0", "data.batch_tokens=600",
     ])
@@ -75,7 +75,7 @@ def test_the_grid_trains_a_few_steps_on_a_multi30k_slice(tmp_path: Path) -> None
         sys.executable, "-m", "nmt.train", "-m", "data=custom", f"data.dir={corpus}", "data.src_lang=de",
         "data.tgt_lang=en", "data.vocab_size=300", f"data.cache_dir={tmp_path / 'prepared'}", *TINY_MODEL,
         f"model.attention.score={','.join(SCORES)}", f"+mode={','.join(MODES)}", "train.max_steps=2",
-        "train.valid_every=2", "train.progress=false", "train.valid_max_len_extra=2", "train.valid_max_len_ratio=1.0",
+        "train.valid_every=2", "train.progress=false", "train.threads=1", "train.valid_max_len_extra=2", "train.valid_max_len_ratio=1.0",
         f"hydra.sweep.dir={sweep}",
     ], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
