@@ -23,17 +23,16 @@ def test_every_variant_learns_on_toy_copy(tmp_path_factory: pytest.TempPathFacto
     workdir = tmp_path_factory.getbasetemp() / "grid"  # one toy corpus for the whole grid
     run_dir = tmp_path_factory.mktemp(f"{score}-{mode}")
     cfg = compose_config([
-        *toy_overrides(workdir, task="copy", n_train=1000), "+experiment=toy", f"model.attention.score={score}",
-        f"+mode={mode}",
-        "train.max_steps=40", "train.log_every=10", "train.valid_every=40", "train.test_at_end=false",
+        *toy_overrides(workdir, task="copy", n_train=1000, tiny=False), "+experiment=toy", f"model.attention.score={score}",
+        f"+mode={mode}", "train.max_steps=80", "train.log_every=10", "train.valid_every=80", "train.test_at_end=false",
         "train.stop_at_exact_match=0", "data.batch_tokens=600",
     ])
     state = train(cfg, run_dir)
-    assert state["step"] == 40
+    assert state["step"] == 80
     acc = EventAccumulator(str(run_dir / "tensorboard"))
     acc.Reload()
     losses = [e.value for e in acc.Scalars("train/loss")]
-    assert losses[-1] < 0.8 * losses[0], losses
+    assert losses[-1] < 0.9 * losses[0], losses  # from ~log(vocab); a model that learns nothing stays flat
 
 
 PRESETS = {  # preset -> (score, mode, sub-variant, attends from)
@@ -92,12 +91,12 @@ def test_coverage_and_self_attention_learn(tmp_path_factory: pytest.TempPathFact
     workdir = tmp_path_factory.getbasetemp() / "grid"
     run_dir = tmp_path_factory.mktemp("extra")
     cfg = compose_config([
-        *toy_overrides(workdir, task="copy", n_train=1000), "+experiment=toy", "train.max_steps=40",
-        "train.log_every=10", "train.valid_every=40", "train.test_at_end=false", "train.stop_at_exact_match=0",
+        *toy_overrides(workdir, task="copy", n_train=1000, tiny=False), "+experiment=toy", "train.max_steps=80",
+        "train.log_every=10", "train.valid_every=80", "train.test_at_end=false", "train.stop_at_exact_match=0",
         "data.batch_tokens=600", *extra,
     ])
     train(cfg, run_dir)
     acc = EventAccumulator(str(run_dir / "tensorboard"))
     acc.Reload()
     losses = [e.value for e in acc.Scalars("train/loss")]
-    assert losses[-1] < 0.8 * losses[0], losses
+    assert losses[-1] < 0.9 * losses[0], losses  # from ~log(vocab); a model that learns nothing stays flat
