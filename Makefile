@@ -7,6 +7,7 @@ export MULTI30K_DIR
 ARGS ?=
 CKPT ?=
 SPLIT ?= test
+BEAM ?= 5
 
 .PHONY: help install data train eval align tensorboard test test-all lint
 
@@ -25,8 +26,8 @@ data: ## Prepare the default corpus (sentencepiece + encoded splits); ARGS="data
 train: ## Train the default model (Multi30k de->en, 60 min budget); ARGS="key=value ..." overrides
 	$(PYTHON) -m nmt.train $(ARGS)
 
-eval: ## BLEU/chrF of the best checkpoint of the newest run (CKPT=path, SPLIT=test|valid)
-	$(PYTHON) -m nmt.evaluate $(if $(CKPT),ckpt=$(CKPT)) split=$(SPLIT) $(ARGS)
+eval: ## BLEU/chrF of the best checkpoint of the newest run (CKPT=path, SPLIT=test|valid, BEAM=5; 1 = greedy)
+	$(PYTHON) -m nmt.evaluate $(if $(CKPT),ckpt=$(CKPT)) split=$(SPLIT) beam_size=$(BEAM) $(ARGS)
 
 align: ## Export alignments (matrices, Pharaoh, heatmaps, report.html; AER with gold) of the newest run's best.pt
 	$(PYTHON) -m nmt.align $(if $(CKPT),ckpt=$(CKPT)) align.split=$(SPLIT) $(ARGS)

@@ -183,6 +183,8 @@ class TrainConfig:
     stop_at_exact_match: float = 0.0
     # Evaluate the best checkpoint on the test split when training ends (into metrics.json).
     test_at_end: bool = True
+    valid_beam_size: int = 1  # 1 = greedy validation BLEU (and test at the end); > 1: beam search
+    valid_alpha: float = 0.6  # length penalty of that beam search
     valid_max_len_ratio: float = 1.5
     valid_max_len_extra: int = 10
     log_every: int = 50
@@ -211,6 +213,8 @@ class EvalConfig:
     ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
     runs_dir: str = "outputs"
     split: str = "test"  # train | valid | test, or a file prefix `{prefix}.{lang}`
+    beam_size: int = 5  # 1 = greedy
+    alpha: float = 0.6  # GNMT length penalty of the beam search
     batch_tokens: int = 6000
     max_len_ratio: float = 1.5
     max_len_extra: int = 10

@@ -44,14 +44,17 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     raw = load_split(run_cfg.data, cfg.split)
     key = hashlib.sha1(f"{ckpt.resolve()}:{ckpt.stat().st_mtime_ns}:{cfg.split}".encode()).hexdigest()[:16]
     ds = encode_pairs(raw, src_tok, tgt_tok, key)
-    hyps, _ = translate_dataset(model, ds, tgt_tok, cfg.batch_tokens, cfg.max_len_ratio, cfg.max_len_extra, device)
+    hyps, _ = translate_dataset(
+        model, ds, tgt_tok, cfg.batch_tokens, cfg.max_len_ratio, cfg.max_len_extra, device, cfg.beam_size, cfg.alpha
+    )
     scores = score_translations(hyps, list(raw["tgt"]))
     name = Path(split_prefix(run_cfg.data, cfg.split)).name
     hyp_path = Path(cfg.output) if cfg.output else ckpt.with_name(f"{ckpt.stem}.{name}.hyp")
     hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    report = {"checkpoint": str(ckpt), "split": name, "sentences": len(hyps), "decoding": "greedy", **asdict(scores)}
+    decoding = "greedy" if cfg.beam_size <= 1 else f"beam {cfg.beam_size}, alpha {cfg.alpha}"
+    report = {"checkpoint": str(ckpt), "split": name, "sentences": len(hyps), "decoding": decoding, **asdict(scores)}
     ckpt.with_name(f"{ckpt.stem}.{name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"{name}: BLEU = {scores.bleu:.2f}  chrF = {scores.chrf:.2f}  ({len(hyps)} sentences, greedy)")
+    print(f"{name}: BLEU = {scores.bleu:.2f}  chrF = {scores.chrf:.2f}  ({len(hyps)} sentences, {decoding})")
     print(f"BLEU signature: {scores.bleu_signature}")
     print(f"chrF signature: {scores.chrf_signature}")
     print(f"hypotheses: {hyp_path}")

@@ -11,7 +11,7 @@ import torch
 from nmt.data.batching import BatchSampler
 from nmt.data.tokenizer import Tokenizer
 from nmt.model.seq2seq import Seq2Seq
-from nmt.search import Hypothesis, greedy_search
+from nmt.search import Hypothesis, beam_search, greedy_search
 
 
 @dataclass
@@ -25,16 +25,21 @@ class Scores:
 
 def translate_dataset(
     model: Seq2Seq, ds: datasets.Dataset, tokenizer: Tokenizer, batch_tokens: int,
-    ratio: float, extra: int, device: torch.device,
+    ratio: float, extra: int, device: torch.device, beam_size: int = 1, alpha: float = 0.0,
 ) -> tuple[list[str], list[Hypothesis]]:
-    """Greedy-translate every row of an encoded split -> (detokenized texts, hypotheses), in row order."""
+    """Translate every row of an encoded split, greedy (beam_size 1) or by beam search with
+    length penalty alpha -> (detokenized texts, best hypotheses), in row order."""
     was_training = model.training
     model.eval()
     sampler = BatchSampler(ds, batch_tokens, shuffle=False)
     hyps: list[Hypothesis | None] = [None] * len(ds)
     for index in sampler.batches(0):
         batch = sampler.collate(index).to(device)
-        for row, hyp in zip(index, greedy_search(model, batch.src, batch.src_lens, ratio, extra)):
+        if beam_size > 1:
+            best = [n[0] for n in beam_search(model, batch.src, batch.src_lens, beam_size, alpha, ratio, extra)]
+        else:
+            best = greedy_search(model, batch.src, batch.src_lens, ratio, extra)
+        for row, hyp in zip(index, best):
             hyps[int(row)] = hyp
     model.train(was_training)
     done = [h for h in hyps if h is not None]

@@ -1,4 +1,4 @@
-"""Decoding: greedy search, returning each hypothesis with its attention matrix."""
+"""Decoding: greedy and batched beam search, each hypothesis returned with its attention matrix."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.attention.memory import AttentionMemory
 from nmt.data.tokenizer import BOS, EOS
+from nmt.model.cells import State
 from nmt.model.seq2seq import Seq2Seq
 
 
@@ -55,3 +57,103 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, rat
         n = ids.index(EOS) if EOS in ids else len(ids)
         hyps.append(Hypothesis(ids[:n], out_alpha[k, : n + 1, : int(src_lens[k])].cpu(), float(score[k])))
     return hyps
+
+
+def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha; scores are log p(Y) / lp(Y)."""
+    return ((5.0 + length.float()) / 6.0) ** alpha
+
+
+def _expand(memory: AttentionMemory, state: State, k: int) -> tuple[AttentionMemory, State]:
+    """Repeat each sentence's memory and state k times (B -> B*k), beams of a sentence adjacent."""
+    expanded = AttentionMemory(
+        memory.keys.repeat_interleave(k, 0), memory.values.repeat_interleave(k, 0), memory.mask.repeat_interleave(k, 0),
+        coverage=None if memory.coverage is None else memory.coverage.repeat_interleave(k, 0),
+    )
+    return expanded, tuple(s.repeat_interleave(k, 0) for s in state)
+
+
+@torch.no_grad()
+def beam_search(
+    model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, beam_size: int = 5, alpha: float = 0.0,
+    ratio: float = 1.5, extra: int = 10, n_best: int = 1,
+) -> list[list[Hypothesis]]:
+    """Batched beam search with the GNMT length penalty. src (B, S), src_lens (B,) -> for each
+    sentence its `n_best` hypotheses, best first, each with its attention matrix and normalised score.
+
+    A sentence is done when it has `n_best` finished hypotheses and no live beam can still beat
+    the best finished one: a live beam's log-probability can only fall, so its best reachable
+    normalised score is log p / lp(max length) (lp grows with length when alpha > 0).
+    """
+    if n_best > beam_size:
+        raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
+    b, k, device = src.size(0), beam_size, src.device
+    memory, state = model.encode(src, src_lens)
+    memory, state = _expand(memory, state, k)
+    limits = max_output_lengths(src_lens, ratio, extra).to(device)  # (B,)
+    y = torch.full((b * k,), BOS, dtype=torch.long, device=device)
+    context = memory.values.new_zeros(b * k, memory.values.size(2))
+    scores = torch.full((b, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # one live beam per sentence at the start
+    tokens = torch.zeros(b * k, 0, dtype=torch.long, device=device)
+    alphas = memory.values.new_zeros(b * k, 0, memory.values.size(1))
+    finished: list[list[tuple[float, list[int], torch.Tensor]]] = [[] for _ in range(b)]
+    done = torch.zeros(b, dtype=torch.bool, device=device)
+    offsets = (torch.arange(b, device=device) * k).unsqueeze(1)
+    for i in range(int(limits.max()) + 1):
+        logits, state, context, alpha_i = model.decoder.step(y, state, context, memory, i)
+        logp = torch.log_softmax(logits.float(), dim=-1)  # (B*K, V)
+        vocab = logp.size(1)
+        at_limit = (i >= limits).repeat_interleave(k)  # force EOS at the length limit
+        if bool(at_limit.any()):
+            only_eos = torch.full_like(logp, float("-inf"))
+            only_eos[:, EOS] = 0.0
+            logp = torch.where(at_limit.unsqueeze(1), only_eos, logp)
+        candidates = (scores.unsqueeze(2) + logp.view(b, k, vocab)).view(b, k * vocab)
+        top_scores, top_ids = candidates.topk(2 * k, dim=1)  # (B, 2K): enough to keep K live after EOS
+        beam_of, token_of = top_ids // vocab, top_ids % vocab
+        tokens_all = torch.cat([tokens, token_of.new_zeros(b * k, 1)], 1)
+        alphas_all = torch.cat([alphas, alpha_i.unsqueeze(1)], 1)
+        lp_now = length_penalty(torch.tensor(i + 1), alpha).item()
+        new_scores = torch.full((b, k), float("-inf"), device=device)
+        new_rows = offsets.expand(b, k).clone()  # unused slots keep pointing into their own sentence
+        new_tokens = torch.zeros(b, k, dtype=torch.long, device=device)
+        top_scores_l, beam_l, token_l = top_scores.tolist(), beam_of.tolist(), token_of.tolist()
+        for s in range(b):
+            if done[s]:
+                continue
+            live = 0
+            for rank, (score, beam, token) in enumerate(zip(top_scores_l[s], beam_l[s], token_l[s])):
+                if score == float("-inf"):
+                    break
+                row = s * k + beam
+                if token == EOS:
+                    # only an EOS among the K best candidates ends a hypothesis (so beam 1 is greedy)
+                    if rank < k and len(finished[s]) < k:
+                        finished[s].append((score / lp_now, tokens_all[row, :i].tolist(), alphas_all[row, : i + 1]))
+                elif live < k:
+                    new_scores[s, live], new_rows[s, live], new_tokens[s, live] = score, row, token
+                    live += 1
+            best_finished = max((f[0] for f in finished[s]), default=float("-inf"))
+            best_live = float(new_scores[s].max())
+            reachable = best_live / length_penalty(limits[s], alpha).item() if alpha > 0 else best_live
+            if live == 0 or (len(finished[s]) >= n_best and best_finished >= reachable):
+                done[s] = True
+        if bool(done.all()):
+            break
+        rows = new_rows.view(-1)
+        scores = torch.where(done.unsqueeze(1), torch.full_like(new_scores, float("-inf")), new_scores)
+        state = tuple(part.index_select(0, rows) for part in state)
+        context = context.index_select(0, rows)
+        if memory.coverage is not None:
+            memory.coverage = memory.coverage.index_select(0, rows)
+        tokens = tokens_all.index_select(0, rows)
+        tokens[:, i] = new_tokens.view(-1)
+        alphas = alphas_all.index_select(0, rows)
+        y = new_tokens.view(-1)
+    out = []
+    for s in range(b):
+        n_src = int(src_lens[s])
+        ranked = sorted(finished[s], key=lambda f: -f[0])[:n_best]
+        out.append([Hypothesis(ids, alignment[:, :n_src].cpu(), score) for score, ids, alignment in ranked])
+    return out

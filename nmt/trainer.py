@@ -176,7 +176,9 @@ def write_metrics(cfg: Config, run_dir: Path, state: dict[str, Any], n_params: i
     }
     if cfg.train.test_at_end and state["best"]:
         best = str(run_dir / "checkpoints" / "best.pt")
-        report = evaluate(EvalConfig(ckpt=best, split="test", device=cfg.train.device))
+        report = evaluate(EvalConfig(
+            ckpt=best, split="test", device=cfg.train.device, beam_size=cfg.train.valid_beam_size, alpha=cfg.train.valid_alpha
+        ))
         metrics["test"] = {k: report[k] for k in ("bleu", "chrf", "exact_match")}
         if gold_alignment_file(cfg.data, "test") is not None:
             options = AlignOptions(split="test", out=str(run_dir / "align-test"), heatmaps=4)

@@ -42,8 +42,10 @@ def validate(model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.devi
         tokens += int(real.sum())
         e, m, n = attention_statistics(out.alphas, real)
         entropy, peak, rows = entropy + e, peak + m, rows + n
+    tc = cfg.train
     hyps, _ = translate_dataset(
-        model, ds, data.tgt_tokenizer, batch_tokens, cfg.train.valid_max_len_ratio, cfg.train.valid_max_len_extra, device
+        model, ds, data.tgt_tokenizer, batch_tokens, tc.valid_max_len_ratio, tc.valid_max_len_extra, device,
+        tc.valid_beam_size, tc.valid_alpha,
     )
     scores = score_translations(hyps, list(ds["tgt"]))
     loss = total / max(tokens, 1)
