@@ -244,9 +244,32 @@ class AlignConfig:
     align: AlignOptions = field(default_factory=AlignOptions)
 
 
+@dataclass
+class DecodeOptions:
+    beam_size: int = 5  # 1 = greedy
+    alpha: float = 0.6  # GNMT length penalty
+    n_best: int = 1  # > 1: lines `i ||| translation ||| score`, n per input line
+    show_alignment: bool = False  # append a tab and the Pharaoh word alignment
+    max_len_ratio: float = 1.5
+    max_len_extra: int = 10
+    max_input_len: int = 0  # source tokens (with EOS); longer lines are truncated with a warning; 0 = data.max_len
+    lines_per_batch: int = 64  # lines read, translated and written at a time (streaming)
+
+
+@dataclass
+class TranslateConfig:
+    ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
+    runs_dir: str = "outputs"
+    input: str | None = None  # default: standard input
+    output: str | None = None  # default: standard output
+    device: str = "cpu"
+    decode: DecodeOptions = field(default_factory=DecodeOptions)
+
+
 def register_configs() -> None:
     """Register the schemas so YAML files in `configs/` are validated against them."""
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(name="base_eval", node=EvalConfig)
     cs.store(name="base_align", node=AlignConfig)
+    cs.store(name="base_translate", node=TranslateConfig)

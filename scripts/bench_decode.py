@@ -1,0 +1,59 @@
+#!/usr/bin/env python
+"""Decoding speed: sentences/s of greedy and beam-5 search on a split (default: the 1,000
+test_2016_flickr sentences), median of several runs, for a checkpoint (default: the newest run's
+best.pt). Prints one JSON line.
+
+    python scripts/bench_decode.py [--ckpt PATH] [--runs 3] [--beam 5] [--threads 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import torch
+
+from nmt.checkpoint import load_model
+from nmt.data.corpus import load_split
+from nmt.data.prepare import encode_pairs
+from nmt.evaluate import newest_checkpoint
+from nmt.evaluation import translate_dataset
+from nmt.runtime import configure_allocator, set_threads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ckpt", help="checkpoint (default: best.pt of the newest run under outputs/)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--batch-tokens", type=int, default=6000)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    args = parser.parse_args()
+    configure_allocator()
+    set_threads(args.threads)
+    ckpt = args.ckpt or str(newest_checkpoint("outputs"))
+    model, cfg, src_tok, tgt_tok = load_model(ckpt)
+    raw = load_split(cfg.data, args.split)
+    ds = encode_pairs(raw, src_tok, tgt_tok, f"bench-{args.split}-{len(raw)}")
+    result: dict[str, object] = {
+        "checkpoint": ckpt, "sentences": len(ds), "runs": args.runs, "threads": torch.get_num_threads(),
+        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads",
+    }
+    for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
+        times = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            translate_dataset(model, ds, tgt_tok, args.batch_tokens, 1.5, 10, torch.device("cpu"), beam, args.alpha)
+            times.append(time.perf_counter() - start)
+        result[f"{name}_sentences_per_s"] = round(len(ds) / statistics.median(times), 1)
+        result[f"{name}_seconds"] = [round(t, 2) for t in times]
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
