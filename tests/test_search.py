@@ -62,3 +62,30 @@ def test_n_best_lists_are_ranked_and_scored_with_the_length_penalty(trained_toy:
 def test_n_best_cannot_exceed_the_beam() -> None:
     with pytest.raises(ValueError, match="n_best=3 cannot exceed beam_size=2"):
         beam_search(None, torch.zeros(1, 1), torch.ones(1), beam_size=2, n_best=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["hard_gumbel", "local_m", "local_p"])
+def test_hard_and_local_modes_decode_with_beams(mode: str) -> None:
+    """In beam search too, hard rows are one-hot argmaxes and local-m's window moves with the step."""
+    from conftest import TINY_MODEL, compose_config
+
+    from nmt.model.build import build_model
+
+    torch.manual_seed(0)
+    cfg = compose_config([*TINY_MODEL, f"+mode={mode}", "model.attention.window=1"])
+    model = build_model(cfg.model, 30, 30).eval()
+    src = torch.randint(4, 30, (3, 9))
+    src[:, -1] = 3
+    lens = torch.full((3,), 9)
+    greedy = greedy_search(model, src, lens, extra=4)
+    beams = beam_search(model, src, lens, beam_size=1, extra=4)
+    for g, (b,) in zip(greedy, beams, strict=True):
+        assert g.ids == b.ids
+    for (hyp, *_) in beam_search(model, src, lens, beam_size=3, extra=4):
+        rows = hyp.alignment
+        if mode == "hard_gumbel":
+            assert torch.all((rows == 0) | (rows == 1)) and torch.all(rows.sum(1) == 1)
+        if mode == "local_m":
+            for i, row in enumerate(rows):
+                outside = (torch.arange(9) - min(i, 8)).abs() > 1
+                assert torch.all(row[outside] == 0)
