@@ -10,10 +10,10 @@ import numpy as np
 import torch
 
 from nmt.alignment.words import merge_to_words, words_of
-from nmt.data.batching import BatchSampler
+from nmt.data.batching import BatchSampler, RaggedIds
 from nmt.data.tokenizer import PAD, Tokenizer
+from nmt.evaluation import translate_dataset
 from nmt.model.seq2seq import Seq2Seq
-from nmt.search import greedy_search
 
 EOS_PIECE = "</s>"
 
@@ -70,16 +70,11 @@ def free_alignments(
     batch_tokens: int, device: torch.device, ratio: float = 1.5, extra: int = 10,
 ) -> tuple[list[SentenceAlignment], list[str]]:
     """Alignments of the model's own greedy translations -> (alignments, detokenized translations)."""
-    model.eval()
-    sampler = BatchSampler(ds, batch_tokens, shuffle=False)
-    out: list[SentenceAlignment | None] = [None] * len(ds)
-    texts: list[str] = [""] * len(ds)
-    for index in sampler.batches(0):
-        batch = sampler.collate(index).to(device)
-        for row, hyp in zip(index, greedy_search(model, batch.src, batch.src_lens, ratio, extra)):
-            src_ids = sampler.src[int(row)].tolist()
-            out[int(row)] = SentenceAlignment(
-                src_tok.pieces(src_ids[:-1]) + [EOS_PIECE], tgt_tok.pieces(hyp.ids) + [EOS_PIECE], hyp.alignment.numpy()
-            )
-            texts[int(row)] = tgt_tok.decode([hyp.ids])[0]
-    return [a for a in out if a is not None], texts
+    texts, hyps = translate_dataset(model, ds, tgt_tok, batch_tokens, ratio, extra, device)
+    src_ids = RaggedIds(ds, "src_ids")
+    alignments = [
+        SentenceAlignment(src_tok.pieces(src_ids[k][:-1].tolist()) + [EOS_PIECE], tgt_tok.pieces(h.ids) + [EOS_PIECE],
+                          h.alignment.numpy())
+        for k, h in enumerate(hyps)
+    ]
+    return alignments, texts

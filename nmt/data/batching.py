@@ -42,10 +42,6 @@ class Batch:
     tgt_out: torch.Tensor
     index: np.ndarray
 
-    @property
-    def n_tgt_tokens(self) -> int:
-        return int((self.tgt_out != PAD).sum())
-
     def to(self, device: torch.device) -> Batch:
         src, src_lens, tgt_in, tgt_out = (t.to(device, non_blocking=True) for t in (self.src, self.src_lens, self.tgt_in, self.tgt_out))
         return Batch(src, src_lens, tgt_in, tgt_out, self.index)
