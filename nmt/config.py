@@ -74,6 +74,12 @@ class AttendFrom(str, Enum):
     current = "current"  # Luong: e_ij = a(s_i, h_j), with the previous context fed to the cell
 
 
+class Precision(str, Enum):
+    auto = "auto"
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
 @dataclass
 class ToyConfig:
     task: ToyTask = ToyTask.copy
@@ -188,9 +194,17 @@ class TrainConfig:
     valid_max_len_ratio: float = 1.5
     valid_max_len_extra: int = 10
     log_every: int = 50
-    device: str = "cpu"
+    device: str = "cpu"  # cpu | cuda | cuda:N | auto (CUDA when present)
     threads: int = 0  # torch intra-op threads; 0 = all cores
+    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 / fp32 force it (bf16 on CPU needs AVX512-BF16/AMX to pay)
+    precision: Precision = Precision.auto
     progress: bool = True
+    # "auto": continue {run dir}/checkpoints/last.pt if it exists (pass the same hydra.run.dir);
+    # a run directory or checkpoint path: continue that run; "": always start afresh.
+    resume: str = ""
+    init_from: str = ""  # a checkpoint whose weights start this (new) run
+    # Steps with a non-finite loss or gradient are skipped; this many in a row stop training.
+    max_nonfinite_steps: int = 5
 
 
 @dataclass

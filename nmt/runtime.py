@@ -46,3 +46,12 @@ def configure_allocator() -> None:
     m_trim_threshold, m_mmap_max = -1, -4
     libc.mallopt(m_mmap_max, 0)
     libc.mallopt(m_trim_threshold, 1 << 30)
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of `train.precision` on `device` (None: plain fp32).
+    `auto` is bf16 on CUDA (tensor cores) and fp32 on CPU, where bf16 only pays on CPUs with
+    AVX512-BF16/AMX and costs casts everywhere else."""
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" else "fp32"
+    return {"fp32": None, "bf16": torch.bfloat16}[precision]

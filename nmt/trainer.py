@@ -1,14 +1,14 @@
-"""The training loop: one linear function you can read top to bottom.
+"""The training loop, readable top to bottom.
 
 `train(cfg, run_dir)` prepares the data, builds the model, and trains with Adam, gradient-norm
 clipping and label smoothing; every `train.valid_every` steps it measures validation loss and
 greedy BLEU, decays the learning rate on a BLEU plateau, keeps `checkpoints/best.pt` and
-`checkpoints/last.pt`, and stops early, at `max_steps`, `max_epochs` or `max_minutes`.
+`checkpoints/last.pt` (with everything needed to resume exactly), and stops early, at
+`max_steps`, `max_epochs` or `max_minutes`. Under torchrun it trains data-parallel; rank 0 writes.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -18,39 +18,33 @@ from typing import Any
 import numpy as np
 import torch
 from omegaconf import OmegaConf
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from nmt.align import align
+from nmt import distributed as dist
 from nmt.alignment.heatmap import heatmap_figure
-from nmt.checkpoint import bytes_tensor, save_checkpoint
-from nmt.config import AlignConfig, AlignOptions, Config, EvalConfig, Score
-from nmt.data.batching import Batch, BatchSampler
-from nmt.data.corpus import gold_alignment_file
+from nmt.checkpoint import bytes_tensor, load_checkpoint, save_checkpoint
+from nmt.config import Config, Score
+from nmt.data.batching import BatchSampler
 from nmt.data.prepare import prepare
-from nmt.data.tokenizer import PAD
 from nmt.errors import UserError
-from nmt.evaluate import evaluate
-from nmt.loss import smoothed_cross_entropy
 from nmt.model.build import build_model
-from nmt.model.seq2seq import Seq2Seq
-from nmt.runtime import configure_allocator, resolve_device, seed_everything, set_threads
+from nmt.resume import check_compatible, init_weights, restore_rng, resume_checkpoint, rng_state
+from nmt.run_report import write_metrics
+from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads
+from nmt.step import train_step
 from nmt.validation import attention_examples, validate
 
 log = logging.getLogger(__name__)
 
 
-def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """-> (summed label-smoothed cross-entropy over the real target tokens, the attention's
-    auxiliary loss (0 for most modes), number of real target tokens)."""
-    real = batch.tgt_out != PAD
-    out = model(batch.src, batch.src_lens, batch.tgt_in, positions=real)
-    loss, nll = smoothed_cross_entropy(out.logits, batch.tgt_out[real], label_smoothing)
-    # Reward of a sentence for stochastic attention: its mean target log-likelihood.
-    token_ll = torch.zeros(real.shape, dtype=nll.dtype, device=nll.device).masked_scatter(real, -nll)
-    reward = token_ll.sum(1) / real.sum(1)
-    aux = model.decoder.attention.auxiliary_loss(out.memory, reward, real)
-    return loss, (aux if aux is not None else loss.new_zeros(())), out.logits.size(0)
+def fresh_state() -> dict[str, Any]:
+    """The loop's counters: all of it goes into every checkpoint, so a resumed run continues it."""
+    return {
+        "step": 0, "epoch": 0, "batch_in_epoch": 0, "best_bleu": -1.0, "best": {}, "bad_validations": 0,
+        "elapsed_s": 0.0, "nonfinite_in_row": 0, "skipped_steps": 0, "stop": "",
+    }
 
 
 def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
@@ -59,140 +53,177 @@ def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
     seed_everything(cfg.seed)
     configure_allocator()
     set_threads(cfg.train.threads)
-    device = resolve_device(cfg.train.device)
-    run_dir = Path(run_dir)
-    tc = cfg.train
+    world = dist.init_world(resolve_device(cfg.train.device))
+    try:
+        return _train(cfg, Path(run_dir), world)
+    finally:
+        dist.shutdown(world)
 
+
+def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
+    tc = cfg.train
+    device = dist.local_device(resolve_device(tc.device), world)
     if cfg.model.attention.score == Score.location and cfg.data.max_len > cfg.model.attention.max_source_len:
         raise UserError(
             f"model.attention.score=location supports sources up to model.attention.max_source_len="
             f"{cfg.model.attention.max_source_len} tokens, but data.max_len={cfg.data.max_len} lets longer ones in"
         )
-    data = prepare(cfg.data)
+    if world.is_main:  # one process fills the data cache, the others then read it
+        data = prepare(cfg.data)
+        data.split("train")
+    dist.barrier(world)
+    if not world.is_main:
+        data = prepare(cfg.data)
     sampler = BatchSampler(data.split("train"), cfg.data.batch_tokens, shuffle=True, seed=cfg.seed)
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device)
     n_params = sum(p.numel() for p in model.parameters())
-    log.info("model: %d parameters; %d training batches per epoch", n_params, len(sampler))
     optimizer = torch.optim.Adam(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="max", factor=tc.lr_decay_factor, patience=tc.lr_decay_patience, min_lr=tc.min_lr
     )
-    writer = SummaryWriter(str(run_dir / "tensorboard"))
     resolved = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
+    state = fresh_state()
 
-    state: dict[str, Any] = {"step": 0, "epoch": 0, "best_bleu": -1.0, "best": {}, "bad_validations": 0, "stop": ""}
+    resume_from = dist.from_main(lambda: resume_checkpoint(tc.resume, run_dir), world)
+    if resume_from is not None:
+        payload = load_checkpoint(resume_from, device)
+        check_compatible(payload["config"], cfg, resume_from)
+        if "train_state" not in payload:
+            raise UserError(f"{resume_from}: checkpoint holds no training state to resume from (written by `best.pt`?)")
+        model.load_state_dict(payload["model"])
+        optimizer.load_state_dict(payload["optimizer"])
+        scheduler.load_state_dict(payload["scheduler"])
+        state.update(payload["train_state"], stop="")
+        rngs = payload["rng"]
+        if len(rngs) == world.size:
+            restore_rng(rngs[world.rank])
+        else:
+            log.warning("%s was written by %d processes, now %d: the random streams restart", resume_from, len(rngs), world.size)
+        if world.is_main:
+            log.info("resumed %s at step %d (epoch %d, batch %d)", resume_from, state["step"], state["epoch"], state["batch_in_epoch"])
+    elif tc.init_from:
+        init_weights(model, tc.init_from, data.src_tokenizer.model_proto, data.tgt_tokenizer.model_proto)
+    if world.distributed and resume_from is None:
+        seed_everything(cfg.seed + world.rank)  # different dropout masks per replica (weights are already equal)
+    forward = DistributedDataParallel(model) if world.distributed else None
+    cast = autocast_dtype(tc.precision.value, device)
+    if world.is_main:
+        log.info("model: %d parameters; %d training batches per epoch; %s%s, %d process(es)",
+                 n_params, len(sampler), device, " bf16 autocast" if cast else "", world.size)
 
-    def checkpoint(name: str, metrics: dict[str, float]) -> None:
+    writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=state["step"] + 1 if resume_from else None) if world.is_main else None
+
+    def checkpoint(name: str, metrics: dict[str, float], rngs: list[Any]) -> None:
         save_checkpoint(run_dir / "checkpoints" / name, {
             "model": model.state_dict(), "config": resolved,
             "src_spm": bytes_tensor(data.src_tokenizer.model_proto), "tgt_spm": bytes_tensor(data.tgt_tokenizer.model_proto),
-            "step": state["step"], "epoch": state["epoch"], "metrics": metrics,
-            "best_bleu": state["best_bleu"], "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "n_params": n_params,
+            "step": state["step"], "epoch": state["epoch"], "metrics": metrics, "best_bleu": state["best_bleu"],
+            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "n_params": n_params,
+            "train_state": {k: v for k, v in state.items() if k != "stop"}, "rng": rngs,
         })
 
     def run_validation() -> None:
-        metrics = validate(model, data, cfg, device)
-        for key, value in metrics.items():
-            writer.add_scalar(f"valid/{key}", value, state["step"])
-        for k, example in enumerate(attention_examples(model, data, cfg.log.attention_examples, device)):
-            title = f"step {state['step']}"
-            fig = heatmap_figure(example.matrix, example.src_pieces, example.tgt_pieces, title)
-            writer.add_figure(f"attention/{k}", fig, state["step"], close=False)
+        metrics = dist.from_main(lambda: validate(model, data, cfg, device), world)
         improved = metrics["bleu"] > state["best_bleu"]
         if improved:
             state.update(best_bleu=metrics["bleu"], best=dict(metrics, step=state["step"]), bad_validations=0)
-            checkpoint("best.pt", metrics)
         else:
             state["bad_validations"] += 1
         scheduler.step(metrics["bleu"])
-        checkpoint("last.pt", metrics)
+        if tc.stop_at_exact_match and metrics["exact_match"] >= tc.stop_at_exact_match:
+            state["stop"] = f"validation exact match {metrics['exact_match']:.3f} >= {tc.stop_at_exact_match}"
+        elif state["bad_validations"] >= tc.early_stopping_patience:
+            state["stop"] = f"early stopping: no better validation BLEU in {tc.early_stopping_patience} validations"
+        state["elapsed_s"] = elapsed()
+        rngs = dist.gather_objects(rng_state(), world)  # every rank's generators, for an exact resume
+        if writer is None:
+            return
+        for key, value in metrics.items():
+            writer.add_scalar(f"valid/{key}", value, state["step"])
+        for k, example in enumerate(attention_examples(model, data, cfg.log.attention_examples, device)):
+            fig = heatmap_figure(example.matrix, example.src_pieces, example.tgt_pieces, f"step {state['step']}")
+            writer.add_figure(f"attention/{k}", fig, state["step"], close=False)
+        writer.flush()
+        if improved:
+            checkpoint("best.pt", metrics, rngs)
+        checkpoint("last.pt", metrics, rngs)  # last: it is what a resume reads
         log.info(
             "step %d valid: loss %.3f ppl %.2f BLEU %.2f chrF %.2f exact %.3f%s",
             state["step"], metrics["loss"], metrics["ppl"], metrics["bleu"], metrics["chrf"],
             metrics["exact_match"], " (best)" if improved else "",
         )
-        if tc.stop_at_exact_match and metrics["exact_match"] >= tc.stop_at_exact_match:
-            state["stop"] = f"validation exact match {metrics['exact_match']:.3f} >= {tc.stop_at_exact_match}"
-        elif state["bad_validations"] >= tc.early_stopping_patience:
-            state["stop"] = f"early stopping: no better validation BLEU in {tc.early_stopping_patience} validations"
 
-    start = time.monotonic()
-    bar = tqdm(total=tc.max_steps or None, disable=not tc.progress, unit="step", dynamic_ncols=True)
+    start, elapsed_before = time.monotonic(), state["elapsed_s"]
+
+    def elapsed() -> float:
+        return elapsed_before + time.monotonic() - start
+
+    show = tc.progress and world.is_main
+    bar = tqdm(total=tc.max_steps or None, initial=state["step"], disable=not show, unit="step", dynamic_ncols=True)
     window_tokens, window_time, window_loss = 0, 0.0, 0.0
     speeds: list[float] = []
     model.train()
     while not state["stop"]:
+        if tc.max_steps and state["step"] >= tc.max_steps:  # a resumed run that had already finished
+            state["stop"] = f"max_steps={tc.max_steps} reached"
+            break
         if tc.max_epochs and state["epoch"] >= tc.max_epochs:
             state["stop"] = f"max_epochs={tc.max_epochs} reached"
             break
-        for batch in sampler.epoch(state["epoch"]):
+        for index in dist.shard(sampler.batches(state["epoch"]), world)[state["batch_in_epoch"] :]:
             t0 = time.perf_counter()
-            loss, n_tokens = train_step(model, optimizer, batch.to(device), tc.label_smoothing, tc.clip_grad_norm)
+            result = train_step(
+                model, optimizer, sampler.collate(index).to(device), tc.label_smoothing, tc.clip_grad_norm,
+                forward, cast, lambda bad: dist.any_rank(bad, world),
+            )
             state["step"] += 1
-            window_tokens += n_tokens
-            window_loss += loss
-            window_time += time.perf_counter() - t0
+            state["batch_in_epoch"] += 1
             bar.update(1)
-            if state["step"] % tc.log_every == 0:
-                speed = window_tokens / max(window_time, 1e-9)
+            if not result.finite:
+                state["nonfinite_in_row"] += 1
+                state["skipped_steps"] += 1
+                log.warning("step %d: non-finite loss or gradient (loss %s, gradient norm %s): update skipped (%d in a row)",
+                            state["step"], result.loss, result.grad_norm, state["nonfinite_in_row"])
+                if state["nonfinite_in_row"] >= tc.max_nonfinite_steps:
+                    raise UserError(
+                        f"training diverged: {state['nonfinite_in_row']} steps in a row with a non-finite loss or gradient "
+                        f"(up to step {state['step']}); lower train.lr or set train.clip_grad_norm, and check the data"
+                    )
+            else:
+                state["nonfinite_in_row"] = 0
+                window_tokens += result.tokens
+                window_loss += result.loss
+            window_time += time.perf_counter() - t0
+            if state["step"] % tc.log_every == 0 and window_tokens:
+                speed = window_tokens * world.size / max(window_time, 1e-9)
                 speeds.append(speed)
-                writer.add_scalar("train/loss", window_loss / window_tokens, state["step"])
-                writer.add_scalar("train/ppl", math.exp(min(window_loss / window_tokens, 50)), state["step"])
-                writer.add_scalar("train/lr", optimizer.param_groups[0]["lr"], state["step"])
-                writer.add_scalar("train/tokens_per_s", speed, state["step"])
+                if writer is not None:
+                    writer.add_scalar("train/loss", window_loss / window_tokens, state["step"])
+                    writer.add_scalar("train/ppl", math.exp(min(window_loss / window_tokens, 50)), state["step"])
+                    writer.add_scalar("train/lr", optimizer.param_groups[0]["lr"], state["step"])
+                    writer.add_scalar("train/tokens_per_s", speed, state["step"])
                 bar.set_postfix(loss=f"{window_loss / window_tokens:.3f}", tok_s=f"{speed:.0f}", ep=state["epoch"])
                 window_tokens, window_time, window_loss = 0, 0.0, 0.0
             if state["step"] % tc.valid_every == 0:
                 run_validation()
             if tc.max_steps and state["step"] >= tc.max_steps:
                 state["stop"] = state["stop"] or f"max_steps={tc.max_steps} reached"
-            if tc.max_minutes and time.monotonic() - start >= tc.max_minutes * 60:
+            if tc.max_minutes and dist.any_rank(elapsed() >= tc.max_minutes * 60, world):
                 state["stop"] = state["stop"] or f"max_minutes={tc.max_minutes} reached"
             if state["stop"]:
                 break
         else:
             state["epoch"] += 1
+            state["batch_in_epoch"] = 0
     bar.close()
     if state["step"] % tc.valid_every != 0:
         run_validation()
+    state["minutes"] = elapsed() / 60
+    digests = dist.gather_digests(model, world)
+    if writer is None:
+        return state
     writer.close()
-    state["minutes"] = (time.monotonic() - start) / 60
     log.info("stopped after %d steps (%.1f min): %s; best valid BLEU %.2f at step %s",
              state["step"], state["minutes"], state["stop"], state["best_bleu"], state["best"].get("step"))
-    write_metrics(cfg, run_dir, state, n_params, float(np.median(speeds)) if speeds else 0.0)
+    write_metrics(cfg, run_dir, state, n_params, float(np.median(speeds)) if speeds else 0.0, digests)
     return state
-
-
-def write_metrics(cfg: Config, run_dir: Path, state: dict[str, Any], n_params: int, tokens_per_s: float) -> None:
-    """Write `metrics.json`: what ran, how fast, best validation and (optionally) test scores."""
-    att = cfg.model.attention
-    metrics: dict[str, Any] = {
-        "data": cfg.data.name, "score": att.score.value, "mode": att.mode.value,
-        "variant": {"hard": att.hard_estimator.value, "local": att.local.value}.get(att.mode.value, ""),
-        "steps": state["step"], "epochs": state["epoch"], "minutes": round(state["minutes"], 2),
-        "tokens_per_s": round(tokens_per_s, 1), "parameters": n_params, "stop": state["stop"],
-        "valid": state["best"],
-    }
-    if cfg.train.test_at_end and state["best"]:
-        best = str(run_dir / "checkpoints" / "best.pt")
-        report = evaluate(EvalConfig(
-            ckpt=best, split="test", device=cfg.train.device, beam_size=cfg.train.valid_beam_size, alpha=cfg.train.valid_alpha
-        ))
-        metrics["test"] = {k: report[k] for k in ("bleu", "chrf", "exact_match")}
-        if gold_alignment_file(cfg.data, "test") is not None:
-            options = AlignOptions(split="test", out=str(run_dir / "align-test"), heatmaps=4)
-            scores = align(AlignConfig(ckpt=best, device=cfg.train.device, align=options))
-            metrics["test"].update({k: scores[k] for k in ("aer", "precision", "recall")})
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-
-
-def train_step(model: Seq2Seq, optimizer: torch.optim.Optimizer, batch: Batch, label_smoothing: float, clip: float) -> tuple[float, int]:
-    """One optimiser step on a batch -> (summed cross-entropy, target tokens)."""
-    loss, aux, n_tokens = batch_loss(model, batch, label_smoothing)
-    optimizer.zero_grad(set_to_none=True)
-    ((loss + aux) / n_tokens).backward()
-    if clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    optimizer.step()
-    return float(loss.detach()), n_tokens

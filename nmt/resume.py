@@ -1,0 +1,114 @@
+"""Continuing a run (`train.resume`) and starting from another model (`train.init_from`).
+
+A resumed run must be indistinguishable from one that never stopped: `checkpoints/last.pt`
+holds, besides the model and optimiser, the RNG states (dropout, Gumbel noise and REINFORCE
+samples draw from them), the position in the epoch's batch order, the step, the best-so-far
+BLEU and the early-stopping count. Only tensors and plain Python values go in, so the
+checkpoint still loads with `weights_only=True`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from nmt.checkpoint import load_checkpoint, tensor_bytes
+from nmt.config import Config
+from nmt.errors import UserError
+from nmt.model.seq2seq import Seq2Seq
+
+log = logging.getLogger(__name__)
+
+# Config sections that must match for a checkpoint's weights and data order to fit this run.
+# `train.*` may differ (e.g. a larger max_minutes to continue a finished run).
+_MUST_MATCH = ("seed", "data", "model")
+_MAY_DIFFER = {"data.batch_tokens", "data.cache_dir", "data.url", "data.dir"}
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random generator the training step can touch, as plain Python values (lists of
+    ints): they pass through `weights_only` loading and between processes alike."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (kind, np.asarray(keys).tolist(), pos, has_gauss, cached),
+        "torch": torch.get_rng_state().tolist(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Inverse of `rng_state`."""
+    random.setstate(_as_tuples(state["python"]))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+
+
+def _as_tuples(value: Any) -> Any:
+    # random.setstate wants tuples; a checkpoint round-trip may hand back lists.
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def resume_checkpoint(resume: str, run_dir: Path) -> Path | None:
+    """The checkpoint to continue from, or None to start afresh.
+
+    `resume=""`: never. `resume="auto"`: `{run_dir}/checkpoints/last.pt` when it exists (give the
+    same `hydra.run.dir` again to continue a run), else a fresh start. Any other value is a run
+    directory or a checkpoint file, which must exist.
+    """
+    if not resume:
+        return None
+    if resume == "auto":
+        last = run_dir / "checkpoints" / "last.pt"
+        return last if last.is_file() else None
+    path = Path(resume)
+    if path.is_dir():
+        path = path / "checkpoints" / "last.pt"
+    if not path.is_file():
+        raise UserError(f"train.resume={resume}: no checkpoint at {path}")
+    return path
+
+
+def check_compatible(saved: dict[str, Any], cfg: Config, path: Path, sections: tuple[str, ...] = _MUST_MATCH) -> None:
+    """Raise a UserError naming every setting in `sections` where the checkpoint's config differs."""
+    current = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
+    assert isinstance(current, dict)
+    diffs = [
+        f"{key}: checkpoint {old!r}, now {new!r}"
+        for section in sections
+        for key, old, new in _differences(section, saved.get(section), current.get(section))
+        if key not in _MAY_DIFFER
+    ]
+    if diffs:
+        raise UserError(f"{path}: checkpoint comes from an incompatible config ({'; '.join(diffs)})")
+
+
+def _differences(prefix: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new)) for d in _differences(f"{prefix}.{k}", old.get(k), new.get(k))]
+    return [] if old == new else [(prefix, old, new)]
+
+
+def init_weights(model: Seq2Seq, path: str, src_proto: bytes, tgt_proto: bytes) -> None:
+    """`train.init_from`: copy another run's weights into `model` (a new run: fresh optimiser, step 0).
+    The subword models must be the same (token ids must mean the same pieces)."""
+    payload = load_checkpoint(path)
+    if tensor_bytes(payload["src_spm"]) != src_proto or tensor_bytes(payload["tgt_spm"]) != tgt_proto:
+        raise UserError(f"train.init_from={path}: the checkpoint's subword vocabulary differs from this run's data")
+    try:
+        model.load_state_dict(payload["model"])
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()
+        raise UserError(f"train.init_from={path}: weights do not fit this model ({' '.join(first[:3])})") from None
+    log.info("initialised weights from %s (step %s)", path, payload.get("step"))
