@@ -44,8 +44,10 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dic
         raise UserError(f"{path}: checkpoint not found")
     try:
         payload = torch.load(path, map_location=device, weights_only=True)
-    except Exception as err:  # torch raises several types for truncated/garbled files
-        raise UserError(f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+    except Exception as err:  # torch raises several types (with pages of advice) for truncated/garbled files
+        raise UserError(
+            f"{path}: not a readable checkpoint: truncated, corrupt, or not written by nmt.train ({type(err).__name__})"
+        ) from err
     for key in ("model", "config", "src_spm", "tgt_spm"):
         if key not in payload:
             raise UserError(f"{path}: checkpoint lacks '{key}'")

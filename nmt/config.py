@@ -111,6 +111,9 @@ class DataConfig:
     subword_model: SubwordModel = SubwordModel.unigram
     joint_vocab: bool = True
     character_coverage: float = 1.0
+    # Sentences (both sides together) sampled uniformly to train sentencepiece: bounds its memory
+    # on large corpora (about 1 GiB per million sentences); smaller corpora use every sentence.
+    subword_sample_sentences: int = 1_000_000
     # Pairs longer than this (in subword tokens, either side) are dropped from training.
     max_len: int = 100
     # Batches hold at most this many tokens (padded, larger side), sentences of similar length.

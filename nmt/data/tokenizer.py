@@ -31,7 +31,7 @@ def train_sentencepiece(lines: Iterable[str], cfg: DataConfig) -> bytes:
         eos_id=EOS,
         # Small corpora (toy tasks) have fewer pieces than asked: use what there is.
         hard_vocab_limit=False,
-        input_sentence_size=2_000_000,
+        input_sentence_size=cfg.subword_sample_sentences,  # reservoir sample: memory stays bounded
         shuffle_input_sentence=True,
         num_threads=2,
         minloglevel=2,

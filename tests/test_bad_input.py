@@ -1,0 +1,140 @@
+"""Bad input, as a user meets it on the command line: one clear line naming the file, line or key,
+a non-zero exit code, no traceback, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, TINY_MODEL, compose_config, toy_overrides
+
+from nmt import step as step_module
+from nmt.errors import UserError
+from nmt.trainer import train
+
+CUSTOM = ["data=custom", "data.src_lang=xx", "data.tgt_lang=yy", "data.vocab_size=40", "data.subword_model=word",
+          "data.max_len=8", "train.max_steps=2", "train.valid_every=2", "train.progress=false", "train.threads=1", *TINY_MODEL]
+GOOD = [("a b c", "c b a"), ("b c", "c b"), ("a", "a")] * 10
+
+
+def cli(module: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def write_split(folder: Path, split: str, src: bytes, tgt: bytes) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{split}.xx").write_bytes(src)
+    (folder / f"{split}.yy").write_bytes(tgt)
+
+
+def good_corpus(folder: Path) -> None:
+    for split in ("train", "valid", "test"):
+        write_split(folder, split, "".join(s + "\n" for s, _ in GOOD).encode(), "".join(t + "\n" for _, t in GOOD).encode())
+
+
+def train_cli(workdir: Path, extra: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    return cli("nmt.train", [*CUSTOM, f"data.dir={workdir / 'corpus'}", f"data.cache_dir={workdir / 'prepared'}",
+                             f"hydra.run.dir={workdir / 'run'}", *(extra or [])])
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], message: str, code: int = 2) -> None:
+    assert proc.returncode == code, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and message in proc.stderr.strip().splitlines()[-1]
+
+
+def assert_nothing_half_written(workdir: Path) -> None:
+    assert not (workdir / "run" / "checkpoints").exists()
+    assert not list(workdir.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize(("name", "src", "tgt", "message"), [
+    ("line counts differ", b"a\nb\nc\n", b"a\nb\n", "train.xx has 3 lines but {dir}/train.yy has 2"),
+    ("empty file", b"", b"", "{dir}/train.xx: file is empty"),
+    ("invalid UTF-8", b"a b\nc \xff d\n", b"b a\nd c\n", "{dir}/train.xx:2: invalid UTF-8"),
+])
+def test_bad_training_files(workdir: Path, name: str, src: bytes, tgt: bytes, message: str) -> None:
+    good_corpus(workdir / "corpus")
+    write_split(workdir / "corpus", "train", src, tgt)
+    assert_user_error(train_cli(workdir), message.format(dir=workdir / "corpus"))
+    assert_nothing_half_written(workdir)
+
+
+def test_missing_training_file(workdir: Path) -> None:
+    good_corpus(workdir / "corpus")
+    (workdir / "corpus" / "train.yy").unlink()
+    assert_user_error(train_cli(workdir), f"{workdir / 'corpus' / 'train.yy'}: corpus file not found")
+    assert_nothing_half_written(workdir)
+
+
+def test_overlong_training_lines_are_dropped_and_counted(workdir: Path) -> None:
+    good_corpus(workdir / "corpus")
+    long = "a " * 12
+    rows = GOOD + [(long, "a"), ("a", long), (long, long)]
+    write_split(workdir / "corpus", "train", "".join(s + "\n" for s, _ in rows).encode(), "".join(t + "\n" for _, t in rows).encode())
+    proc = train_cli(workdir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "train: 33 pairs read, 0 dropped as empty, 3 dropped as longer than 8 tokens, 30 kept" in (workdir / "run" / "train.log").read_text()
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ("train.max_stepz=3", ["Could not override 'train.max_stepz'", "Key 'max_stepz' not in 'TrainConfig'"]),
+    ("model.attention.score=cosine", ["Invalid value 'cosine', expected one of [dot, general, additive, location, scaled_dot]",
+                                      "full_key: model.attention.score"]),
+    ("train.precision=fp8", ["Invalid value 'fp8', expected one of [auto, fp32, bf16]"]),
+])
+def test_unknown_config_key_or_value(override: str, expected: list[str]) -> None:
+    proc = cli("nmt.train", [override])  # Hydra reports it before anything runs
+    assert proc.returncode == 1
+    for text in expected:
+        assert text in proc.stderr
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "checkpoint not found"),
+    (b"definitely not a checkpoint", "not a readable checkpoint"),
+])
+def test_missing_or_corrupt_checkpoint(workdir: Path, content: bytes | None, message: str) -> None:
+    ckpt = workdir / "model.pt"
+    if content is not None:
+        ckpt.write_bytes(content)
+    for module in ("nmt.evaluate", "nmt.translate", "nmt.align"):
+        assert_user_error(cli(module, [f"ckpt={ckpt}"]), f"{ckpt}: {message}")
+
+
+def test_checkpoint_from_an_incompatible_config(workdir: Path) -> None:
+    good_corpus(workdir / "corpus")
+    assert train_cli(workdir).returncode == 0
+    last = workdir / "run" / "checkpoints" / "last.pt"
+    proc = train_cli(workdir, ["train.resume=auto", "model.decoder.hidden_size=48"])
+    assert_user_error(proc, f"{last}: checkpoint comes from an incompatible config (model.decoder.hidden_size: checkpoint 64, now 48)")
+    proc = cli("nmt.train", [*CUSTOM, f"data.dir={workdir / 'corpus'}", f"data.cache_dir={workdir / 'prepared'}",
+                             f"hydra.run.dir={workdir / 'other'}", "model.decoder.hidden_size=48", f"train.init_from={last}"])
+    assert_user_error(proc, f"train.init_from={last}: weights do not fit this model")
+    assert not (workdir / "other" / "checkpoints").exists()
+
+
+def test_non_finite_losses_are_skipped_then_stop_training(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = toy_overrides(workdir, task="copy", n_train=200) + ["train.valid_every=4", "train.test_at_end=false", "train.log_every=1"]
+    real_batch_loss = step_module.batch_loss
+    calls = {"n": 0, "poisoned": {2, 3}}
+
+    def poisoned(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls["n"] += 1
+        loss, aux, n = real_batch_loss(*args, **kwargs)
+        return (loss * float("nan") if calls["n"] in calls["poisoned"] else loss), aux, n
+
+    monkeypatch.setattr(step_module, "batch_loss", poisoned)
+    state = train(compose_config(base + ["train.max_steps=8"]), workdir / "a")
+    assert state["step"] == 8 and state["skipped_steps"] == 2
+    weights = torch.load(workdir / "a" / "checkpoints" / "last.pt", weights_only=True)["model"]
+    assert all(torch.isfinite(w).all() for w in weights.values())
+    assert json.loads((workdir / "a" / "metrics.json").read_text())["skipped_steps"] == 2
+
+    calls.update(n=0, poisoned=set(range(3, 100)))
+    with pytest.raises(UserError, match=r"training diverged: 5 steps in a row with a non-finite loss or gradient \(up to step 7\)"):
+        train(compose_config(base + ["train.max_steps=50", "train.max_nonfinite_steps=5"]), workdir / "b")
