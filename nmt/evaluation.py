@@ -25,13 +25,14 @@ class Scores:
 
 def translate_dataset(
     model: Seq2Seq, ds: datasets.Dataset, tokenizer: Tokenizer, batch_tokens: int,
-    ratio: float, extra: int, device: torch.device, beam_size: int = 1, alpha: float = 0.0,
+    ratio: float, extra: int, device: torch.device, beam_size: int = 1, alpha: float = 0.0, max_sentences: int = 0,
 ) -> tuple[list[str], list[Hypothesis]]:
     """Translate every row of an encoded split, greedy (beam_size 1) or by beam search with
-    length penalty alpha -> (detokenized texts, best hypotheses), in row order."""
+    length penalty alpha -> (detokenized texts, best hypotheses), in row order. Batches hold at
+    most `batch_tokens` source tokens and (if > 0) `max_sentences` sentences."""
     was_training = model.training
     model.eval()
-    sampler = BatchSampler(ds, batch_tokens, shuffle=False)
+    sampler = BatchSampler(ds, batch_tokens, shuffle=False, max_sentences=max_sentences)
     hyps: list[Hypothesis | None] = [None] * len(ds)
     for index in sampler.batches(0):
         batch = sampler.collate(index).to(device)

@@ -74,7 +74,9 @@ def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
     dist.barrier(world)
     if not world.is_main:
         data = prepare(cfg.data)
-    sampler = BatchSampler(data.split("train"), cfg.data.batch_tokens, shuffle=True, seed=cfg.seed)
+    sampler = BatchSampler(
+        data.split("train"), cfg.data.batch_tokens, shuffle=True, seed=cfg.seed, max_sentences=cfg.data.batch_sentences
+    )
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.Adam(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)

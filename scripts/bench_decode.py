@@ -32,6 +32,9 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--batch-tokens", type=int, default=6000)
+    parser.add_argument("--batch-sentences", type=int, default=0, help="at most this many sentences per batch (0: no cap)")
+    parser.add_argument("--max-len-ratio", type=float, default=1.5)
+    parser.add_argument("--max-len-extra", type=int, default=10)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     args = parser.parse_args()
     configure_allocator()
@@ -48,10 +51,14 @@ def main() -> None:
         times = []
         for _ in range(args.runs):
             start = time.perf_counter()
-            translate_dataset(model, ds, tgt_tok, args.batch_tokens, 1.5, 10, torch.device("cpu"), beam, args.alpha)
+            _, hyps = translate_dataset(
+                model, ds, tgt_tok, args.batch_tokens, args.max_len_ratio, args.max_len_extra, torch.device("cpu"), beam, args.alpha,
+                args.batch_sentences,
+            )
             times.append(time.perf_counter() - start)
         result[f"{name}_sentences_per_s"] = round(len(ds) / statistics.median(times), 1)
         result[f"{name}_seconds"] = [round(t, 2) for t in times]
+        result[f"{name}_mean_output_tokens"] = round(sum(len(h.ids) for h in hyps) / len(hyps), 1)
     print(json.dumps(result))
 
 

@@ -78,7 +78,8 @@ def test_overlong_training_lines_are_dropped_and_counted(workdir: Path) -> None:
     write_split(workdir / "corpus", "train", "".join(s + "\n" for s, _ in rows).encode(), "".join(t + "\n" for _, t in rows).encode())
     proc = train_cli(workdir)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "train: 33 pairs read, 0 dropped as empty, 3 dropped as longer than 8 tokens, 30 kept" in (workdir / "run" / "train.log").read_text()
+    log = (workdir / "run" / "train.log").read_text()
+    assert "train: 33 pairs read, 0 dropped as empty, 3 dropped as longer than 8 tokens, 30 kept" in log
 
 
 @pytest.mark.parametrize(("override", "expected"), [

@@ -125,6 +125,14 @@ def test_batches_respect_the_token_budget_and_cover_every_row_once(workdir: Path
     assert np.array_equal(first, again) and not np.array_equal(first, other)
 
 
+def test_sentence_cap_limits_batches_as_well(workdir: Path) -> None:
+    cfg = compose_config(toy_overrides(workdir, n_train=500))
+    ds = prepare(cfg.data).split("train")
+    batches = BatchSampler(ds, batch_tokens=100_000, shuffle=True, seed=3, max_sentences=64).batches(epoch=0)
+    assert max(len(b) for b in batches) == 64 and sum(len(b) for b in batches) == len(ds)
+    assert sum(len(b) < 64 for b in batches) == 1  # only the remainder
+
+
 @pytest.mark.parametrize("task", ["copy", "reverse"])
 def test_toy_gold_alignments_are_true(workdir: Path, task: str) -> None:
     cfg = compose_config(toy_overrides(workdir, task=task, n_train=50))

@@ -48,19 +48,21 @@ class Batch:
 
 
 class BatchSampler:
-    """Splits a dataset into batches of at most `batch_tokens` padded tokens (longer side).
+    """Splits a dataset into batches of at most `batch_tokens` padded tokens (longer side) and,
+    when `max_sentences` > 0, at most that many sentences.
 
     With `shuffle`, each epoch sorts by length with random tie-breaking, cuts batches and
     shuffles their order (seeded by `seed + epoch`): little padding, a new order each epoch.
     Without it, batches follow length order (for decoding); `Batch.index` restores file order.
     """
 
-    def __init__(self, ds: datasets.Dataset, batch_tokens: int, shuffle: bool, seed: int = 0) -> None:
+    def __init__(self, ds: datasets.Dataset, batch_tokens: int, shuffle: bool, seed: int = 0, max_sentences: int = 0) -> None:
         self.src = RaggedIds(ds, "src_ids")
         self.tgt = RaggedIds(ds, "tgt_ids")
         self.src_lens = self.src.lengths()
         self.tgt_lens = self.tgt.lengths() + 1  # + BOS/EOS
         self.batch_tokens = batch_tokens
+        self.max_sentences = max_sentences or len(self.src_lens) or 1
         self.shuffle = shuffle
         self.seed = seed
 
@@ -77,7 +79,7 @@ class BatchSampler:
         batches, start, longest = [], 0, 0
         for k in range(n):
             longest_k = max(longest, int(width[k]))
-            if k > start and longest_k * (k - start + 1) > self.batch_tokens:
+            if k > start and (longest_k * (k - start + 1) > self.batch_tokens or k - start == self.max_sentences):
                 batches.append(order[start:k])
                 start, longest_k = k, int(width[k])
             longest = longest_k

@@ -24,7 +24,7 @@ from nmt.data.tokenizer import EOS, Tokenizer, side_lines, train_sentencepiece
 log = logging.getLogger(__name__)
 
 # Keys that do not change what is prepared.
-_NOT_IN_KEY = ("batch_tokens", "cache_dir", "url")
+_NOT_IN_KEY = ("batch_tokens", "batch_sentences", "cache_dir", "url")
 
 
 @dataclass
