@@ -203,6 +203,7 @@ class TrainConfig:
     threads: int = 0  # torch intra-op threads; 0 = all cores
     # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 / fp32 force it (bf16 on CPU needs AVX512-BF16/AMX to pay)
     precision: Precision = Precision.auto
+    compile: bool = False  # torch.compile the decoder step (first steps slower while it compiles)
     progress: bool = True
     # "auto": continue {run dir}/checkpoints/last.pt if it exists (pass the same hydra.run.dir);
     # a run directory or checkpoint path: continue that run; "": always start afresh.

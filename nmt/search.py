@@ -114,31 +114,36 @@ def beam_search(
         beam_of, token_of = top_ids // vocab, top_ids % vocab
         tokens_all = torch.cat([tokens, token_of.new_zeros(b * k, 1)], 1)
         alphas_all = torch.cat([alphas, alpha_i.unsqueeze(1)], 1)
-        lp_now = length_penalty(torch.tensor(i + 1), alpha).item()
+        active = ~done.unsqueeze(1)
+        real = top_scores > float("-inf")
+        is_eos = (token_of == EOS) & real & active
+        # Only an EOS among the K best candidates ends a hypothesis (so beam 1 is greedy). They are
+        # few, so they are collected in Python, in rank order, up to K per sentence.
+        eos_hits = is_eos[:, :k]
+        if bool(eos_hits.any()):
+            lp_now = length_penalty(torch.tensor(i + 1), alpha).item()
+            for s, rank in eos_hits.nonzero().tolist():
+                if len(finished[s]) < k:
+                    row = s * k + int(beam_of[s, rank])
+                    finished[s].append((float(top_scores[s, rank]) / lp_now, tokens_all[row, :i].tolist(), alphas_all[row, : i + 1]))
+        # The K best non-EOS candidates of each sentence continue: slot = their rank among those.
+        extend = real & active & (token_of != EOS)
+        slot = extend.long().cumsum(1) - 1
+        take = extend & (slot < k)
+        s_idx, r_idx = take.nonzero(as_tuple=True)
+        slots = slot[s_idx, r_idx]
         new_scores = torch.full((b, k), float("-inf"), device=device)
         new_rows = offsets.expand(b, k).clone()  # unused slots keep pointing into their own sentence
         new_tokens = torch.zeros(b, k, dtype=torch.long, device=device)
-        top_scores_l, beam_l, token_l = top_scores.tolist(), beam_of.tolist(), token_of.tolist()
-        for s in range(b):
-            if done[s]:
-                continue
-            live = 0
-            for rank, (score, beam, token) in enumerate(zip(top_scores_l[s], beam_l[s], token_l[s])):
-                if score == float("-inf"):
-                    break
-                row = s * k + beam
-                if token == EOS:
-                    # only an EOS among the K best candidates ends a hypothesis (so beam 1 is greedy)
-                    if rank < k and len(finished[s]) < k:
-                        finished[s].append((score / lp_now, tokens_all[row, :i].tolist(), alphas_all[row, : i + 1]))
-                elif live < k:
-                    new_scores[s, live], new_rows[s, live], new_tokens[s, live] = score, row, token
-                    live += 1
-            best_finished = max((f[0] for f in finished[s]), default=float("-inf"))
-            best_live = float(new_scores[s].max())
-            reachable = best_live / length_penalty(limits[s], alpha).item() if alpha > 0 else best_live
-            if live == 0 or (len(finished[s]) >= n_best and best_finished >= reachable):
-                done[s] = True
+        new_scores[s_idx, slots] = top_scores[s_idx, r_idx]
+        new_rows[s_idx, slots] = s_idx * k + beam_of[s_idx, r_idx]
+        new_tokens[s_idx, slots] = token_of[s_idx, r_idx]
+        # Done: no live beam, or n_best finished and no live beam can still beat the best of them.
+        n_finished = torch.tensor([len(f) for f in finished], device=device)
+        best_finished = torch.tensor([max((h[0] for h in f), default=float("-inf")) for f in finished], dtype=torch.float64, device=device)
+        best_live = new_scores.max(1).values.double()
+        reachable = best_live / length_penalty(limits, alpha).double() if alpha > 0 else best_live
+        done |= (take.sum(1) == 0) | ((n_finished >= n_best) & (best_finished >= reachable))
         if bool(done.all()):
             break
         rows = new_rows.view(-1)

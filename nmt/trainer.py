@@ -107,6 +107,8 @@ def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
         init_weights(model, tc.init_from, data.src_tokenizer.model_proto, data.tgt_tokenizer.model_proto)
     if world.distributed and resume_from is None:
         seed_everything(cfg.seed + world.rank)  # different dropout masks per replica (weights are already equal)
+    if tc.compile:
+        model.decoder.compile_step()
     forward = DistributedDataParallel(model) if world.distributed else None
     cast = autocast_dtype(tc.precision.value, device)
     if world.is_main:

@@ -82,6 +82,8 @@ def main() -> None:
     for run in range(args.runs):
         seed_everything(cfg.seed)
         model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device).train()
+        if cfg.train.compile:
+            model.decoder.compile_step()
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
         for index in indices[: args.warmup]:
             train_step(model, optimizer, sampler.collate(index).to(device), cfg.train.label_smoothing, cfg.train.clip_grad_norm, None, cast)
@@ -118,7 +120,7 @@ def main() -> None:
     achieved = statistics.median(tokens_per_s) * flop_per_token
     peak = matmul_flops(torch.get_num_threads()) if device.type == "cpu" else float("nan")
     print(json.dumps({
-        "overrides": args.overrides, "device": str(device), "precision": "bf16" if cast else "fp32",
+        "overrides": args.overrides, "device": str(device), "precision": "bf16" if cast else "fp32", "compile": cfg.train.compile,
         "threads": torch.get_num_threads(), "runs": args.runs, "steps": args.steps,
         "tokens_per_s": round(statistics.median(tokens_per_s), 1), "sentences_per_s": round(statistics.median(sentences_per_s), 1),
         "step_ms": round(statistics.median(step_ms), 1), "tokens_per_step": round(timed_tokens / args.steps, 1),

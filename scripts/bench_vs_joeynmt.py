@@ -65,7 +65,7 @@ def joey_config(work: Path, spm_model: Path, vocab: Path, model_dir: Path, updat
     return {
         "name": "bench", "joeynmt_version": "2.3.0", "use_cuda": False, "fp16": False, "random_seed": 42,
         "data": {"train": prefix["train"], "dev": prefix["valid"], "test": prefix["test"], "dataset_type": "plain",
-                 "sample_dev_subset": 100, "src": side("de"), "trg": side("en")},
+                 "src": side("de"), "trg": side("en")},
         "training": {
             "model_dir": str(model_dir), "overwrite": True, "optimizer": "adam", "learning_rate": 0.001,
             "scheduling": "exponential", "decrease_factor": 1.0, "batch_size": 64, "batch_type": "sentence",

@@ -1,24 +1,16 @@
-"""The optimised decoder against a plain, step-by-step reference of SPEC equations 1-5.
-
-The production decoder hoists work out of its step loop (input-gate projections of all target
-embeddings, keys prepared once, output layer and vocabulary projection over real tokens only,
-a fused label-smoothed loss). The reference below does none of that: at each step it scores the
-raw encoder states with the textbook formula, normalises, forms the context, runs torch's own
-GRUCell/LSTMCell on [E y_{i-1}; c_i], and applies the output layer, then takes torch's
-cross-entropy. Same weights, same random draws -> the same loss, for every score and mode.
-"""
+"""The optimised decoder against the plain, step-by-step reference of SPEC equations 1-5
+(`nmt.model.reference`): same weights, same random draws -> the same loss and gradients, for
+every score and mode, both decoder orders and both cells."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
-import torch.nn.functional as F
 
 from nmt.config import AttendFrom, CellType, HardEstimator, LocalVariant, Mode, ModelConfig, Score
 from nmt.data.tokenizer import BOS, EOS, PAD
 from nmt.model.build import build_model
+from nmt.model.reference import reference_loss
 from nmt.model.seq2seq import Seq2Seq
 from nmt.step import batch_loss
 
@@ -29,102 +21,6 @@ MODES = [
     (Mode.local, {"local": LocalVariant.monotonic}),
     (Mode.local, {"local": LocalVariant.predictive}),
 ]
-
-
-def reference_scores(model: Seq2Seq, s: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """e_ij = a(s, h_j) by the score table, from the raw encoder states. s (B, d_s), h (B, S, d_h) -> (B, S)."""
-    score = model.decoder.attention.score
-    name = type(score).__name__
-    if name == "DotScore":
-        return torch.einsum("bd,bsd->bs", s, h)
-    if name == "ScaledDotScore":
-        return torch.einsum("bd,bsd->bs", s, h) / math.sqrt(h.size(2))
-    if name == "GeneralScore":
-        return torch.einsum("bd,de,bse->bs", s, score.W.weight, h)
-    if name == "AdditiveScore":
-        return torch.stack([score.v(torch.tanh(score.W1(s) + score.W2(h[:, j]))).squeeze(1) for j in range(h.size(1))], 1)
-    if name == "LocationScore":
-        return score.W(s)[:, : h.size(1)]
-    raise AssertionError(name)
-
-
-def reference_weights(model: Seq2Seq, e: torch.Tensor, mask: torch.Tensor, s: torch.Tensor, i: int, log_probs: list) -> torch.Tensor:
-    """alpha_i. from e_i. (B, S) for the model's mode, written out per case."""
-    normaliser = model.decoder.attention.normaliser
-    name = type(normaliser).__name__
-    e = e.masked_fill(~mask, float("-inf"))
-    if name == "SoftNormaliser":
-        return torch.softmax(e, 1)
-    if name == "GumbelHardNormaliser":  # same draw as the model: one exponential (B, S) per step
-        g = -torch.empty_like(e).exponential_().log()
-        soft = torch.softmax((e + g) / normaliser.temperature, 1)
-        hard = F.one_hot(soft.argmax(1), e.size(1)).to(e.dtype)
-        return hard - soft.detach() + soft
-    if name == "ReinforceHardNormaliser":
-        probs = torch.softmax(e, 1)
-        j = torch.distributions.Categorical(probs=probs).sample()
-        log_probs.append(probs.gather(1, j.unsqueeze(1)).squeeze(1).log())
-        return F.one_hot(j, e.size(1)).to(e.dtype)
-    if name == "LocalNormaliser":
-        lengths = mask.sum(1).to(e.dtype)
-        if normaliser.predictive:  # p_i = T_x sigmoid(v_p^T tanh(W_p s))
-            p = lengths * torch.sigmoid(normaliser.v_p(torch.tanh(normaliser.W_p(s)))).squeeze(1)
-        else:  # p_i = i, clipped to the source
-            p = torch.minimum(torch.full_like(lengths, float(i)), lengths - 1)
-        D = normaliser.window
-        alpha = torch.zeros_like(e)
-        for b in range(e.size(0)):
-            window = [j for j in range(e.size(1)) if mask[b, j] and abs(j - p[b].item()) <= D]
-            w = torch.softmax(e[b, window], 0)
-            if normaliser.predictive:
-                w = w * torch.exp(-((torch.tensor(window, dtype=e.dtype) - p[b]) ** 2) / (2 * (D / 2) ** 2))
-            alpha[b, window] = w
-        return alpha
-    raise AssertionError(name)
-
-
-def torch_cell(model: Seq2Seq, cell_type: CellType):  # noqa: ANN201
-    """torch's own GRU/LSTM cell function on the decoder's weights, W_ih = [embed_gates | context_gates]
-    (built differentiably, so the reference's gradients reach the same parameters)."""
-    dec = model.decoder
-    w_ih = torch.cat([dec.embed_gates.weight, dec.context_gates.weight], 1)
-    args = (w_ih, dec.cell.hidden.weight, dec.embed_gates.bias, dec.cell.hidden.bias)
-    if cell_type == CellType.gru:
-        return lambda x, h: torch.gru_cell(x, h, *args)
-    return lambda x, hc: torch.lstm_cell(x, hc, *args)
-
-
-def reference_loss(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
-                   cell_type: CellType, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed label-smoothed cross-entropy of teacher forcing, one decoder step at a time -> (loss, alphas (B, T, S))."""
-    dec = model.decoder
-    h, final = model.encoder(model.src_embedding(src), src_lens)  # (B, S, d_h)
-    mask = src != PAD
-    s = torch.tanh(dec.bridge(final))
-    state = s.chunk(2, 1) if cell_type == CellType.lstm else s
-    cell = torch_cell(model, cell_type)
-    context = h.new_zeros(h.size(0), h.size(2))
-    logits, alphas, log_probs = [], [], []
-    for i in range(tgt_in.size(1)):
-        emb = dec.embedding(tgt_in[:, i])
-        query = state[0] if cell_type == CellType.lstm else state
-        if dec.attend_previous:  # Bahdanau: e_ij = a(s_{i-1}, h_j), then s_i = f(s_{i-1}, y_{i-1}, c_i)
-            alpha = reference_weights(model, reference_scores(model, query, h), mask, query, i, log_probs)
-            context = torch.einsum("bs,bsd->bd", alpha, h)
-            state = cell(torch.cat([emb, context], 1), state)
-        else:  # Luong: s_i = f(s_{i-1}, [E y_{i-1}; c_{i-1}]), then e_ij = a(s_i, h_j)
-            state = cell(torch.cat([emb, context], 1), state)
-            query = state[0] if cell_type == CellType.lstm else state
-            alpha = reference_weights(model, reference_scores(model, query, h), mask, query, i, log_probs)
-            context = torch.einsum("bs,bsd->bd", alpha, h)
-        s_i = state[0] if cell_type == CellType.lstm else state
-        t = torch.tanh(dec.readout(torch.cat([s_i, emb, context], 1)))  # g(y_{i-1}, s_i, c_i)
-        logits.append(dec.generator(t))
-        alphas.append(alpha)
-    logits_all = torch.stack(logits, 1)
-    loss = F.cross_entropy(logits_all.reshape(-1, logits_all.size(2)), tgt_out.reshape(-1), ignore_index=PAD,
-                           label_smoothing=eps, reduction="sum")
-    return loss, torch.stack(alphas, 1)
 
 
 def toy_batch() -> tuple[torch.Tensor, ...]:

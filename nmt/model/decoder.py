@@ -74,6 +74,11 @@ class Decoder(nn.Module):
             context, alpha = self.attention(state[0], memory, step)
         return state, context, alpha
 
+    def compile_step(self) -> None:
+        """Compile `advance` (equations 2-5 of one step: the part that runs T times per batch) with
+        torch.compile, shapes dynamic (batch and source lengths vary)."""
+        self.advance = torch.compile(self.advance, dynamic=True)  # type: ignore[method-assign]
+
     def output_features(self, s: torch.Tensor, emb: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """Equation 1 up to the vocabulary projection: s (..., H), E y_{i-1} (..., E), c (..., C)
         -> t (..., O) = dropout(tanh(U [s; E y; c])); logits = generator(t)."""

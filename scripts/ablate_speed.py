@@ -1,0 +1,111 @@
+#!/usr/bin/env python
+"""What each training-speed change buys: forward + backward time of the same batches of the
+default model (Multi30k), with one optimisation at a time taken away, and with the optional
+switches (bf16 autocast, torch.compile) turned on. Prints a Markdown table (median ms per step
+over `--repeats` passes over `--batches` typical batches); docs/performance.md quotes it.
+
+    python scripts/ablate_speed.py [--batches 6] [--repeats 3] [--variants reference,plain_ce,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nmt.config import CellType, DataConfig, ModelConfig  # noqa: E402
+from nmt.data.batching import Batch, BatchSampler  # noqa: E402
+from nmt.data.prepare import prepare  # noqa: E402
+from nmt.data.tokenizer import PAD  # noqa: E402
+from nmt.model.build import build_model  # noqa: E402
+from nmt.model.reference import reference_loss  # noqa: E402
+from nmt.model.seq2seq import Seq2Seq  # noqa: E402
+from nmt.runtime import configure_allocator, seed_everything, set_threads  # noqa: E402
+from nmt.step import batch_loss  # noqa: E402
+
+EPS = 0.1
+
+
+def optimised(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    return batch_loss(model, batch, EPS)[0]
+
+
+def plain_ce(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """Fast decoder, but autograd's cross-entropy instead of the fused one."""
+    real = batch.tgt_out != PAD
+    out = model(batch.src, batch.src_lens, batch.tgt_in, positions=real)
+    return F.cross_entropy(out.logits, batch.tgt_out[real], label_smoothing=EPS, reduction="sum")
+
+
+def all_positions(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """Fast decoder, but the vocabulary projection over every (padded) position."""
+    out = model(batch.src, batch.src_lens, batch.tgt_in)
+    return F.cross_entropy(out.logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD, label_smoothing=EPS, reduction="sum")
+
+
+def reference(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """The plain step-by-step implementation (nmt.model.reference): nothing hoisted."""
+    return reference_loss(model, batch.src, batch.src_lens, batch.tgt_in, batch.tgt_out, CellType.gru, EPS)[0]
+
+
+def bf16(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return batch_loss(model, batch, EPS)[0]
+
+
+VARIANTS: dict[str, tuple[str, Callable[[Seq2Seq, Batch], torch.Tensor]]] = {
+    "reference": ("plain step-by-step reference (nothing hoisted, torch cross-entropy on all positions)", reference),
+    "all_positions": ("fast decoder, vocabulary projection on padded positions too", all_positions),
+    "plain_ce": ("fast decoder, autograd cross-entropy instead of the fused one", plain_ce),
+    "optimised": ("fast decoder + fused loss (the default)", optimised),
+    "bf16": ("the default under bf16 autocast (`train.precision=bf16`)", bf16),
+    "compile": ("the default with the decoder step compiled (`train.compile=true`)", optimised),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    configure_allocator()
+    set_threads(0)
+    data = prepare(DataConfig())
+    sampler = BatchSampler(data.split("train"), DataConfig().batch_tokens, True, 42)
+    batches = [sampler.collate(i) for i in sorted(sampler.batches(0)[:60], key=len)[20 : 20 + args.batches]]
+    tokens = statistics.mean(int((b.tgt_out != PAD).sum()) for b in batches)
+    print(f"{args.batches} batches of about {tokens:.0f} target tokens, {torch.get_num_threads()} threads\n")
+    print("| variant | ms per step (forward + backward) | vs default |\n|---|---|---|")
+    results: dict[str, float] = {}
+    for name in args.variants.split(","):
+        label, fn = VARIANTS[name]
+        seed_everything(0)
+        model = build_model(ModelConfig(), len(data.src_tokenizer), len(data.tgt_tokenizer)).train()
+        if name == "compile":
+            model.decoder.compile_step()
+        for batch in batches[:2]:  # warm-up (and compilation)
+            fn(model, batch).backward()
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for batch in batches:
+                model.zero_grad(set_to_none=True)
+                fn(model, batch).backward()
+            times.append((time.perf_counter() - start) / len(batches))
+        results[name] = 1000 * statistics.median(times)
+        base = results.get("optimised")
+        ratio = f"{results[name] / base:.2f}x" if base else ""
+        print(f"| {label} | {results[name]:.0f} | {ratio} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+#!/usr/bin/env python
+"""Where the time of one training step goes: torch.profiler over a few steps of a config
+(Hydra overrides, default: the main job), grouped by operator and by phase (forward,
+backward, optimiser). Prints a Markdown table; docs/performance.md quotes it.
+
+    python scripts/profile_step.py [--steps 5] [overrides ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from torch.profiler import ProfilerActivity, profile, record_function
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nmt.config import Config, register_configs  # noqa: E402
+from nmt.data.batching import BatchSampler  # noqa: E402
+from nmt.data.prepare import prepare  # noqa: E402
+from nmt.model.build import build_model  # noqa: E402
+from nmt.runtime import configure_allocator, seed_everything, set_threads  # noqa: E402
+from nmt.step import batch_loss  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = OmegaConf.to_object(compose(config_name="config", overrides=args.overrides))
+    assert isinstance(cfg, Config)
+    seed_everything(cfg.seed)
+    configure_allocator()
+    set_threads(cfg.train.threads)
+    data = prepare(cfg.data)
+    sampler = BatchSampler(data.split("train"), cfg.data.batch_tokens, True, cfg.seed, cfg.data.batch_sentences)
+    # batches of the typical (median) size, so the profile is of an ordinary step
+    batches = sorted(sampler.batches(0)[:60], key=len)[20 : 20 + 3 + args.steps]
+    model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+
+    def step(index: object, profiled: bool) -> int:
+        batch = sampler.collate(index)  # type: ignore[arg-type]
+        with record_function("## forward + loss"):
+            loss, aux, n = batch_loss(model, batch, cfg.train.label_smoothing)
+        optimizer.zero_grad(set_to_none=True)
+        with record_function("## backward"):
+            ((loss + aux) / n).backward()
+        with record_function("## clip + optimiser"):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_grad_norm)
+            optimizer.step()
+        return n
+
+    for index in batches[:3]:
+        step(index, False)
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        tokens = sum(step(index, True) for index in batches[3:])
+    wall = (time.perf_counter() - start) / args.steps
+    events = prof.key_averages()
+    phases = [e for e in events if e.key.startswith("## ")]
+    total = sum(e.cpu_time_total for e in phases)
+    print(f"{args.steps} steps, {tokens / args.steps:.0f} target tokens per step, {1000 * wall:.0f} ms per step "
+          f"(profiled; {torch.get_num_threads()} threads)\n")
+    print("| phase | ms/step | share |\n|---|---|---|")
+    for e in sorted(phases, key=lambda e: -e.cpu_time_total):
+        print(f"| {e.key[3:]} | {e.cpu_time_total / 1000 / args.steps:.0f} | {e.cpu_time_total / total:.0%} |")
+    print("\n| operator (self time) | ms/step | share | calls/step |\n|---|---|---|---|")
+    ops = sorted((e for e in events if not e.key.startswith("## ")), key=lambda e: -e.self_cpu_time_total)[: args.top]
+    for e in ops:
+        ms, share = e.self_cpu_time_total / 1000 / args.steps, e.self_cpu_time_total / total
+        print(f"| `{e.key}` | {ms:.1f} | {share:.1%} | {e.count // args.steps} |")
+
+
+if __name__ == "__main__":
+    main()
