@@ -9,7 +9,7 @@ CKPT ?=
 SPLIT ?= test
 BEAM ?= 5
 
-.PHONY: help install data train eval align tensorboard test test-all lint
+.PHONY: help install data train eval align tensorboard test test-all lint bench bench-joeynmt
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,6 +34,13 @@ align: ## Export alignments (matrices, Pharaoh, heatmaps, report.html; AER with 
 
 tensorboard: ## Open TensorBoard on all runs
 	$(PYTHON) -m tensorboard.main --logdir outputs
+
+bench: ## Training throughput / FLOP utilisation, then decoding speed of the newest run (scripts/bench_*.py)
+	$(PYTHON) scripts/bench_train.py $(ARGS)
+	$(PYTHON) scripts/bench_decode.py $(if $(CKPT),--ckpt $(CKPT))
+
+bench-joeynmt: ## Side by side with JoeyNMT 2.3.0 (installed into .bench-joeynmt/), about 25 min
+	bash scripts/bench_vs_joeynmt.sh
 
 test: ## Run the test suite (slow end-to-end runs excluded)
 	$(PYTHON) -m pytest -q

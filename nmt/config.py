@@ -199,7 +199,7 @@ class TrainConfig:
     valid_max_len_ratio: float = 1.5
     valid_max_len_extra: int = 10
     log_every: int = 50
-    device: str = "cpu"  # cpu | cuda | cuda:N | auto (CUDA when present)
+    device: str = "auto"  # auto (CUDA when present, else CPU) | cpu | cuda | cuda:N
     threads: int = 0  # torch intra-op threads; 0 = all cores
     # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 / fp32 force it (bf16 on CPU needs AVX512-BF16/AMX to pay)
     precision: Precision = Precision.auto
@@ -238,7 +238,7 @@ class EvalConfig:
     batch_tokens: int = 6000
     max_len_ratio: float = 1.5
     max_len_extra: int = 10
-    device: str = "cpu"
+    device: str = "auto"  # auto: CUDA when present, else CPU
     output: str | None = None  # hypotheses file; default next to the checkpoint
 
 
@@ -260,7 +260,7 @@ class AlignOptions:
 class AlignConfig:
     ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
     runs_dir: str = "outputs"
-    device: str = "cpu"
+    device: str = "auto"  # auto: CUDA when present, else CPU
     align: AlignOptions = field(default_factory=AlignOptions)
 
 
@@ -282,7 +282,7 @@ class TranslateConfig:
     runs_dir: str = "outputs"
     input: str | None = None  # default: standard input
     output: str | None = None  # default: standard output
-    device: str = "cpu"
+    device: str = "auto"  # auto: CUDA when present, else CPU
     decode: DecodeOptions = field(default_factory=DecodeOptions)
 
 
