@@ -100,12 +100,16 @@ def _differences(prefix: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
     return [] if old == new else [(prefix, old, new)]
 
 
-def init_weights(model: Seq2Seq, path: str, src_proto: bytes, tgt_proto: bytes) -> None:
-    """`train.init_from`: copy another run's weights into `model` (a new run: fresh optimiser, step 0).
-    The subword models must be the same (token ids must mean the same pieces)."""
-    payload = load_checkpoint(path)
+def check_same_vocabulary(payload: dict[str, Any], src_proto: bytes, tgt_proto: bytes, what: str) -> None:
+    """Token ids must mean the same pieces: the checkpoint's subword models must be this run's."""
     if tensor_bytes(payload["src_spm"]) != src_proto or tensor_bytes(payload["tgt_spm"]) != tgt_proto:
-        raise UserError(f"train.init_from={path}: the checkpoint's subword vocabulary differs from this run's data")
+        raise UserError(f"{what}: the checkpoint's subword vocabulary differs from this run's data")
+
+
+def init_weights(model: Seq2Seq, path: str, src_proto: bytes, tgt_proto: bytes) -> None:
+    """`train.init_from`: copy another run's weights into `model` (a new run: fresh optimiser, step 0)."""
+    payload = load_checkpoint(path)
+    check_same_vocabulary(payload, src_proto, tgt_proto, f"train.init_from={path}")
     try:
         model.load_state_dict(payload["model"])
     except RuntimeError as err:

@@ -83,11 +83,15 @@ def beam_search(
 
     A sentence is done when it has `n_best` finished hypotheses and no live beam can still beat
     the best finished one: a live beam's log-probability can only fall, so its best reachable
-    normalised score is log p / lp(max length) (lp grows with length when alpha > 0).
+    normalised score is log p / lp(max length) (lp grows with length when alpha > 0). Done
+    sentences leave the batch (their rows are dropped from every tensor), so the remaining steps
+    compute only for sentences still being searched.
     """
     if n_best > beam_size:
         raise ValueError(f"n_best={n_best} cannot exceed beam_size={beam_size}")
-    b, k, device = src.size(0), beam_size, src.device
+    n_sentences, k, device = src.size(0), beam_size, src.device
+    b = n_sentences  # sentences still searched; `sentence[s]` is the input row of the s-th of them
+    sentence = list(range(n_sentences))
     memory, state = model.encode(src, src_lens)
     memory, state = _expand(memory, state, k)
     limits = max_output_lengths(src_lens, ratio, extra).to(device)  # (B,)
@@ -97,7 +101,7 @@ def beam_search(
     scores[:, 0] = 0.0  # one live beam per sentence at the start
     tokens = torch.zeros(b * k, 0, dtype=torch.long, device=device)
     alphas = memory.values.new_zeros(b * k, 0, memory.values.size(1))
-    finished: list[list[tuple[float, list[int], torch.Tensor]]] = [[] for _ in range(b)]
+    finished: list[list[tuple[float, list[int], torch.Tensor]]] = [[] for _ in range(n_sentences)]
     done = torch.zeros(b, dtype=torch.bool, device=device)
     offsets = (torch.arange(b, device=device) * k).unsqueeze(1)
     for i in range(int(limits.max()) + 1):
@@ -123,9 +127,10 @@ def beam_search(
         if bool(eos_hits.any()):
             lp_now = length_penalty(torch.tensor(i + 1), alpha).item()
             for s, rank in eos_hits.nonzero().tolist():
-                if len(finished[s]) < k:
+                if len(finished[sentence[s]]) < k:
                     row = s * k + int(beam_of[s, rank])
-                    finished[s].append((float(top_scores[s, rank]) / lp_now, tokens_all[row, :i].tolist(), alphas_all[row, : i + 1]))
+                    hypothesis = (float(top_scores[s, rank]) / lp_now, tokens_all[row, :i].tolist(), alphas_all[row, : i + 1])
+                    finished[sentence[s]].append(hypothesis)
         # The K best non-EOS candidates of each sentence continue: slot = their rank among those.
         extend = real & active & (token_of != EOS)
         slot = extend.long().cumsum(1) - 1
@@ -139,25 +144,36 @@ def beam_search(
         new_rows[s_idx, slots] = s_idx * k + beam_of[s_idx, r_idx]
         new_tokens[s_idx, slots] = token_of[s_idx, r_idx]
         # Done: no live beam, or n_best finished and no live beam can still beat the best of them.
-        n_finished = torch.tensor([len(f) for f in finished], device=device)
-        best_finished = torch.tensor([max((h[0] for h in f), default=float("-inf")) for f in finished], dtype=torch.float64, device=device)
+        ours = [finished[n] for n in sentence]
+        n_finished = torch.tensor([len(f) for f in ours], device=device)
+        best_finished = torch.tensor([max((h[0] for h in f), default=float("-inf")) for f in ours], dtype=torch.float64, device=device)
         best_live = new_scores.max(1).values.double()
         reachable = best_live / length_penalty(limits, alpha).double() if alpha > 0 else best_live
         done |= (take.sum(1) == 0) | ((n_finished >= n_best) & (best_finished >= reachable))
         if bool(done.all()):
             break
-        rows = new_rows.view(-1)
-        scores = torch.where(done.unsqueeze(1), torch.full_like(new_scores, float("-inf")), new_scores)
+        # Continue the surviving beams of the sentences not done; drop the done sentences' rows.
+        keep = (~done).nonzero().squeeze(1)
+        rows = new_rows.index_select(0, keep).view(-1)
+        if len(keep) < b:
+            sentence = [sentence[s] for s in keep.tolist()]
+            kept_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1)
+            memory = AttentionMemory(memory.keys.index_select(0, kept_rows), memory.values.index_select(0, kept_rows),
+                                     memory.mask.index_select(0, kept_rows), coverage=memory.coverage)
+            limits, b = limits.index_select(0, keep), len(keep)
+            offsets = (torch.arange(b, device=device) * k).unsqueeze(1)
+            done = torch.zeros(b, dtype=torch.bool, device=device)
+        scores = new_scores.index_select(0, keep)
         state = tuple(part.index_select(0, rows) for part in state)
         context = context.index_select(0, rows)
         if memory.coverage is not None:
             memory.coverage = memory.coverage.index_select(0, rows)
         tokens = tokens_all.index_select(0, rows)
-        tokens[:, i] = new_tokens.view(-1)
+        y = new_tokens.index_select(0, keep).view(-1)
+        tokens[:, i] = y
         alphas = alphas_all.index_select(0, rows)
-        y = new_tokens.view(-1)
     out = []
-    for s in range(b):
+    for s in range(n_sentences):
         n_src = int(src_lens[s])
         ranked = sorted(finished[s], key=lambda f: -f[0])[:n_best]
         out.append([Hypothesis(ids, alignment[:, :n_src].cpu(), score) for score, ids, alignment in ranked])

@@ -30,7 +30,7 @@ from nmt.data.batching import BatchSampler
 from nmt.data.prepare import prepare
 from nmt.errors import UserError
 from nmt.model.build import build_model
-from nmt.resume import check_compatible, init_weights, restore_rng, resume_checkpoint, rng_state
+from nmt.resume import check_compatible, check_same_vocabulary, init_weights, restore_rng, resume_checkpoint, rng_state
 from nmt.run_report import write_metrics
 from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads
 from nmt.step import train_step
@@ -90,6 +90,7 @@ def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
     if resume_from is not None:
         payload = load_checkpoint(resume_from, device)
         check_compatible(payload["config"], cfg, resume_from)
+        check_same_vocabulary(payload, data.src_tokenizer.model_proto, data.tgt_tokenizer.model_proto, str(resume_from))
         if "train_state" not in payload:
             raise UserError(f"{resume_from}: checkpoint holds no training state to resume from (written by `best.pt`?)")
         model.load_state_dict(payload["model"])
@@ -109,7 +110,9 @@ def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
         seed_everything(cfg.seed + world.rank)  # different dropout masks per replica (weights are already equal)
     if tc.compile:
         model.decoder.compile_step()
-    forward = DistributedDataParallel(model) if world.distributed else None
+    forward = None
+    if world.distributed:
+        forward = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     cast = autocast_dtype(tc.precision.value, device)
     if world.is_main:
         log.info("model: %d parameters; %d training batches per epoch; %s%s, %d process(es)",
