@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_reference_decoder import _Batch, toy_batch
 
 from nmt.config import ModelConfig
 from nmt.runtime import autocast_dtype, resolve_device
 from nmt.step import train_step
-from test_reference_decoder import _Batch, toy_batch
 
 
 def test_auto_device_is_cuda_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
