@@ -293,3 +293,18 @@ def register_configs() -> None:
     cs.store(name="base_eval", node=EvalConfig)
     cs.store(name="base_align", node=AlignConfig)
     cs.store(name="base_translate", node=TranslateConfig)
+
+
+def compose_train_config(overrides: list[str]) -> Config:
+    """The training config `configs/config.yaml` with Hydra overrides, as `nmt.train` composes it,
+    validated (for scripts that take the same overrides without being Hydra apps)."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "configs"), version_base="1.3"):
+        cfg = OmegaConf.to_object(compose(config_name="config", overrides=overrides))
+    assert isinstance(cfg, Config)
+    return cfg

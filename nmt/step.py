@@ -59,10 +59,10 @@ def train_step(
         loss, aux, n_tokens = batch_loss(model, batch, label_smoothing, forward)
     optimizer.zero_grad(set_to_none=True)
     ((loss + aux) / n_tokens).backward()
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
     if clip > 0:
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     else:  # still measured: it is how a non-finite gradient is noticed
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
     value, grad_norm = float(loss.detach()), float(norm)
     bad = agree(not (math.isfinite(value) and math.isfinite(grad_norm)))

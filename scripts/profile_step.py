@@ -14,20 +14,16 @@ import time
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nmt.config import Config, register_configs  # noqa: E402
+from nmt.config import compose_train_config  # noqa: E402
 from nmt.data.batching import BatchSampler  # noqa: E402
 from nmt.data.prepare import prepare  # noqa: E402
 from nmt.model.build import build_model  # noqa: E402
 from nmt.runtime import configure_allocator, seed_everything, set_threads  # noqa: E402
 from nmt.step import batch_loss  # noqa: E402
-
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def main() -> None:
@@ -36,10 +32,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose(config_name="config", overrides=args.overrides))
-    assert isinstance(cfg, Config)
+    cfg = compose_train_config(args.overrides)
     seed_everything(cfg.seed)
     configure_allocator()
     set_threads(cfg.train.threads)
