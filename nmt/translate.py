@@ -62,7 +62,8 @@ class Translator:
             src[r, : len(seq)] = torch.tensor(seq)
         lens = torch.tensor([len(seq) for seq in ids])
         o = self.opts
-        nbest = beam_search(self.model, src.to(self.device), lens.to(self.device), o.beam_size, o.alpha,
+        alpha = o.alpha if o.beam_size > 1 else 0.0  # beam 1 is greedy: no length penalty
+        nbest = beam_search(self.model, src.to(self.device), lens.to(self.device), o.beam_size, alpha,
                             o.max_len_ratio, o.max_len_extra, o.n_best)
         for k, seq, hyps in zip(todo, ids, nbest):
             src_pieces = self.src_tok.pieces(seq[:-1]) + [EOS_PIECE]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import torch
 
@@ -22,3 +23,24 @@ class AttentionMemory:
     entropies: list[torch.Tensor] = field(default_factory=list)
     coverage: torch.Tensor | None = None
     coverage_losses: list[torch.Tensor] = field(default_factory=list)
+
+    def _map_rows(self, rows: torch.Tensor) -> AttentionMemory:
+        # Every per-sentence tensor field, whatever its name, follows the rows: a field added to the
+        # memory later is repeated and selected by the search without being taught to it.
+        # The per-step training records (lists) belong to one forward pass and are not carried.
+        changes: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, torch.Tensor):
+                changes[f.name] = value.index_select(0, rows)
+            elif isinstance(value, list):
+                changes[f.name] = []
+        return replace(self, **changes)
+
+    def repeat_rows(self, k: int) -> AttentionMemory:
+        """Each sentence's memory k times (B -> B*k), the copies of a sentence adjacent (beams)."""
+        return self._map_rows(torch.arange(self.mask.size(0), device=self.mask.device).repeat_interleave(k))
+
+    def select_rows(self, rows: torch.Tensor) -> AttentionMemory:
+        """The memory of the rows `rows` (R,) (e.g. the surviving beams), in that order."""
+        return self._map_rows(rows)
