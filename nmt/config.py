@@ -9,8 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, NamedTuple
 
 from hydra.core.config_store import ConfigStore
+
+
+class Range(NamedTuple):
+    """The valid values of a numeric setting (None: unbounded on that side)."""
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+
+
+def num(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None) -> Any:
+    """A numeric field with its valid range, which `nmt.config_checks` enforces for every CLI."""
+    return field(default=default, metadata={"range": Range(ge, gt, le, lt)})
 
 
 class CorpusSource(str, Enum):
@@ -83,13 +98,13 @@ class Precision(str, Enum):
 @dataclass
 class ToyConfig:
     task: ToyTask = ToyTask.copy
-    n_symbols: int = 20
-    min_len: int = 3
-    max_len: int = 12
-    n_train: int = 20000
-    n_valid: int = 500
-    n_test: int = 500
-    seed: int = 1234
+    n_symbols: int = num(20, ge=1)
+    min_len: int = num(3, ge=1)
+    max_len: int = num(12, ge=1)
+    n_train: int = num(20000, ge=1)
+    n_valid: int = num(500, ge=1)
+    n_test: int = num(500, ge=1)
+    seed: int = num(1234, ge=0, lt=2**32)
 
 
 @dataclass
@@ -107,19 +122,19 @@ class DataConfig:
     hub_name: str | None = None
     toy: ToyConfig = field(default_factory=ToyConfig)
     # Subwords (sentencepiece, trained on the training split).
-    vocab_size: int = 8000
+    vocab_size: int = num(8000, ge=5)
     subword_model: SubwordModel = SubwordModel.unigram
     joint_vocab: bool = True
-    character_coverage: float = 1.0
+    character_coverage: float = num(1.0, gt=0, le=1)
     # Sentences (both sides together) sampled uniformly to train sentencepiece: bounds its memory
     # on large corpora (its unigram trainer needs ~20 bytes per sampled character: 300k sentences of
     # 180 characters peak near 1.2 GiB); smaller corpora use every sentence.
-    subword_sample_sentences: int = 300_000
+    subword_sample_sentences: int = num(300_000, ge=1)
     # Pairs longer than this (in subword tokens, either side) are dropped from training.
-    max_len: int = 100
+    max_len: int = num(100, ge=2)
     # Batches hold at most this many tokens (padded, larger side), sentences of similar length.
-    batch_tokens: int = 3000
-    batch_sentences: int = 0  # and at most this many sentences per batch (0 = no limit)
+    batch_tokens: int = num(3000, ge=1)
+    batch_sentences: int = num(0, ge=0)  # and at most this many sentences per batch (0 = no limit)
     cache_dir: str = "data/prepared"
 
 
@@ -128,29 +143,29 @@ class AttentionConfig:
     score: Score = Score.additive
     mode: Mode = Mode.soft
     # Hidden size d3 of the additive score (W1: d3 x d_s, W2: d3 x d_h, v: d3).
-    hidden_size: int = 256
+    hidden_size: int = num(256, ge=1)
     # Longest source (subword tokens, with EOS) the `location` score supports.
-    max_source_len: int = 128
+    max_source_len: int = num(128, ge=1)
     hard_estimator: HardEstimator = HardEstimator.gumbel
-    gumbel_temperature: float = 1.0
-    reinforce_baseline_decay: float = 0.95
-    reinforce_entropy: float = 0.01
+    gumbel_temperature: float = num(1.0, gt=0)
+    reinforce_baseline_decay: float = num(0.95, ge=0, le=1)
+    reinforce_entropy: float = num(0.01, ge=0)
     local: LocalVariant = LocalVariant.monotonic
-    window: int = 5
+    window: int = num(5, ge=1)
     attend_from: AttendFrom = AttendFrom.previous
     # Coverage (Tu et al. 2016): the sum of past weights C_ij feeds the score, and the loss gets
     # coverage_loss_weight * sum_ij min(alpha_ij, C_ij) (See et al. 2017).
     coverage: bool = False
-    coverage_hidden_size: int = 16
-    coverage_loss_weight: float = 1.0
+    coverage_hidden_size: int = num(16, ge=1)
+    coverage_loss_weight: float = num(1.0, ge=0)
 
 
 @dataclass
 class EncoderConfig:
     cell: CellType = CellType.gru
-    hidden_size: int = 256  # per direction
-    layers: int = 1
-    dropout: float = 0.3
+    hidden_size: int = num(256, ge=1)  # per direction
+    layers: int = num(1, ge=1)
+    dropout: float = num(0.3, ge=0, lt=1)
     # A self-attention layer (with residual) over the RNN states, scored by any of the five scores.
     self_attention: bool = False
     self_attention_score: Score = Score.scaled_dot
@@ -159,15 +174,15 @@ class EncoderConfig:
 @dataclass
 class DecoderConfig:
     cell: CellType = CellType.gru
-    hidden_size: int = 512
-    output_size: int = 256  # size of the deep output layer g before the vocabulary projection
-    dropout: float = 0.3
+    hidden_size: int = num(512, ge=1)
+    output_size: int = num(256, ge=1)  # size of the deep output layer g before the vocabulary projection
+    dropout: float = num(0.3, ge=0, lt=1)
 
 
 @dataclass
 class ModelConfig:
-    embedding_size: int = 256
-    embedding_dropout: float = 0.3
+    embedding_size: int = num(256, ge=1)
+    embedding_dropout: float = num(0.3, ge=0, lt=1)
     tie_target_embeddings: bool = True
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     decoder: DecoderConfig = field(default_factory=DecoderConfig)
@@ -176,31 +191,31 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    clip_grad_norm: float = 1.0
-    label_smoothing: float = 0.1
+    lr: float = num(1e-3, ge=0)
+    weight_decay: float = num(0.0, ge=0)
+    clip_grad_norm: float = num(1.0, ge=0)  # 0 = no clipping
+    label_smoothing: float = num(0.1, ge=0, lt=1)
     # Learning-rate decay on plateau of the validation BLEU.
-    lr_decay_factor: float = 0.5
-    lr_decay_patience: int = 2
-    min_lr: float = 1e-5
+    lr_decay_factor: float = num(0.5, gt=0, le=1)
+    lr_decay_patience: int = num(2, ge=0)
+    min_lr: float = num(1e-5, ge=0)
     # Early stopping: validations without a better validation BLEU.
-    early_stopping_patience: int = 6
-    max_steps: int = 0  # 0 = no limit
-    max_epochs: int = 0  # 0 = no limit
-    max_minutes: float = 0.0  # wall-clock budget; 0 = no limit
-    valid_every: int = 500  # steps
+    early_stopping_patience: int = num(6, ge=1)
+    max_steps: int = num(0, ge=0)  # 0 = no limit
+    max_epochs: int = num(0, ge=0)  # 0 = no limit
+    max_minutes: float = num(0.0, ge=0)  # wall-clock budget; 0 = no limit
+    valid_every: int = num(500, ge=1)  # steps
     # Stop as soon as the validation exact match reaches this fraction (0 = never); for toy tasks.
-    stop_at_exact_match: float = 0.0
+    stop_at_exact_match: float = num(0.0, ge=0, le=1)
     # Evaluate the best checkpoint on the test split when training ends (into metrics.json).
     test_at_end: bool = True
-    valid_beam_size: int = 1  # 1 = greedy validation BLEU (and test at the end); > 1: beam search
-    valid_alpha: float = 0.6  # length penalty of that beam search
-    valid_max_len_ratio: float = 1.5
-    valid_max_len_extra: int = 10
-    log_every: int = 50
+    valid_beam_size: int = num(1, ge=1)  # 1 = greedy validation BLEU (and test at the end); > 1: beam search
+    valid_alpha: float = num(0.6, ge=0)  # length penalty of that beam search
+    valid_max_len_ratio: float = num(1.5, ge=0)
+    valid_max_len_extra: int = num(10, ge=0)
+    log_every: int = num(50, ge=1)
     device: str = "auto"  # auto (CUDA when present, else CPU) | cpu | cuda | cuda:N
-    threads: int = 0  # torch intra-op threads; 0 = all cores
+    threads: int = num(0, ge=0)  # torch intra-op threads; 0 = all cores
     # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 / fp32 force it (bf16 on CPU needs AVX512-BF16/AMX to pay)
     precision: Precision = Precision.auto
     compile: bool = False  # torch.compile the decoder step (first steps slower while it compiles)
@@ -210,18 +225,18 @@ class TrainConfig:
     resume: str = ""
     init_from: str = ""  # a checkpoint whose weights start this (new) run
     # Steps with a non-finite loss or gradient are skipped; this many in a row stop training.
-    max_nonfinite_steps: int = 5
+    max_nonfinite_steps: int = num(5, ge=1)
 
 
 @dataclass
 class LogConfig:
     # Heatmaps of the first K validation sentences in TensorBoard at every validation.
-    attention_examples: int = 4
+    attention_examples: int = num(4, ge=0)
 
 
 @dataclass
 class Config:
-    seed: int = 42
+    seed: int = num(42, ge=0, lt=2**32)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -233,11 +248,11 @@ class EvalConfig:
     ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
     runs_dir: str = "outputs"
     split: str = "test"  # train | valid | test, or a file prefix `{prefix}.{lang}`
-    beam_size: int = 5  # 1 = greedy
-    alpha: float = 0.6  # GNMT length penalty of the beam search
-    batch_tokens: int = 6000
-    max_len_ratio: float = 1.5
-    max_len_extra: int = 10
+    beam_size: int = num(5, ge=1)  # 1 = greedy
+    alpha: float = num(0.6, ge=0)  # GNMT length penalty of the beam search
+    batch_tokens: int = num(6000, ge=1)
+    max_len_ratio: float = num(1.5, ge=0)
+    max_len_extra: int = num(10, ge=0)
     device: str = "auto"  # auto: CUDA when present, else CPU
     output: str | None = None  # hypotheses file; default next to the checkpoint
 
@@ -249,11 +264,11 @@ class AlignOptions:
     tgt: str | None = None
     forced: bool = True  # teacher forcing on the given target; false: the model's own translation
     out: str | None = None  # output folder; default `align-{split}` beside the checkpoint
-    threshold: float | None = None  # also link every word pair with weight >= threshold
+    threshold: float | None = num(None, gt=0, le=1)  # also link every word pair with weight >= threshold
     gold: str | None = None  # Pharaoh gold alignments; default: `{prefix}.gold` beside the split, if any
     gold_one_based: bool = False
-    heatmaps: int = 20  # heatmaps/NNNN.png and report.html for the first N sentences
-    batch_tokens: int = 6000
+    heatmaps: int = num(20, ge=0)  # heatmaps/NNNN.png and report.html for the first N sentences
+    batch_tokens: int = num(6000, ge=1)
 
 
 @dataclass
@@ -266,14 +281,14 @@ class AlignConfig:
 
 @dataclass
 class DecodeOptions:
-    beam_size: int = 5  # 1 = greedy
-    alpha: float = 0.6  # GNMT length penalty
-    n_best: int = 1  # > 1: lines `i ||| translation ||| score`, n per input line
+    beam_size: int = num(5, ge=1)  # 1 = greedy
+    alpha: float = num(0.6, ge=0)  # GNMT length penalty
+    n_best: int = num(1, ge=1)  # > 1: lines `i ||| translation ||| score`, n per input line
     show_alignment: bool = False  # append a tab and the Pharaoh word alignment
-    max_len_ratio: float = 1.5
-    max_len_extra: int = 10
-    max_input_len: int = 0  # source tokens (with EOS); longer lines are truncated with a warning; 0 = data.max_len
-    lines_per_batch: int = 64  # lines read, translated and written at a time (streaming)
+    max_len_ratio: float = num(1.5, ge=0)
+    max_len_extra: int = num(10, ge=0)
+    max_input_len: int = num(0, ge=0)  # source tokens (with EOS); longer lines are truncated with a warning; 0 = data.max_len
+    lines_per_batch: int = num(64, ge=1)  # lines read, translated and written at a time (streaming)
 
 
 @dataclass

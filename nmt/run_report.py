@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nmt.align import align
+from nmt.alignment.export import export_alignments
 from nmt.config import AlignConfig, AlignOptions, Config, EvalConfig
 from nmt.data.corpus import gold_alignment_file
-from nmt.evaluate import evaluate
+from nmt.evaluation import evaluate_checkpoint
+from nmt.files import atomic_write_text
 
 
 def write_metrics(cfg: Config, run_dir: Path, state: dict[str, Any], n_params: int, tokens_per_s: float, digests: list[str]) -> None:
@@ -28,14 +29,12 @@ def write_metrics(cfg: Config, run_dir: Path, state: dict[str, Any], n_params: i
     }
     if cfg.train.test_at_end and state["best"]:
         best = str(run_dir / "checkpoints" / "best.pt")
-        report = evaluate(EvalConfig(
+        report = evaluate_checkpoint(EvalConfig(
             ckpt=best, split="test", device=cfg.train.device, beam_size=cfg.train.valid_beam_size, alpha=cfg.train.valid_alpha
         ))
         metrics["test"] = {k: report[k] for k in ("bleu", "chrf", "exact_match")}
         if gold_alignment_file(cfg.data, "test") is not None:
             options = AlignOptions(split="test", out=str(run_dir / "align-test"), heatmaps=4)
-            scores = align(AlignConfig(ckpt=best, device=cfg.train.device, align=options))
+            scores = export_alignments(AlignConfig(ckpt=best, device=cfg.train.device, align=options))
             metrics["test"].update({k: scores[k] for k in ("aer", "precision", "recall")})
-    tmp = run_dir / "metrics.json.tmp"
-    tmp.write_text(json.dumps(metrics, indent=2) + "\n")
-    tmp.replace(run_dir / "metrics.json")
+    atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")

@@ -15,22 +15,33 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from nmt.config import Config, register_configs
+from nmt import cli
+from nmt.config import Config
 from nmt.distributed import env_rank
-from nmt.errors import as_schema, exit_on_user_error
+from nmt.files import atomic_write_text
 from nmt.trainer import train
 
-register_configs()
+
+def save_hydra_record(cfg: DictConfig, run_dir: Path) -> None:
+    """`.hydra/{config,hydra,overrides}.yaml`, as Hydra writes them, but only once this process
+    holds the run directory (configs/config.yaml sets hydra.output_subdir=null so Hydra does not
+    write them earlier, over those of a training that is still running there)."""
+    hydra_cfg = HydraConfig.get()
+    record = {"config.yaml": cfg, "hydra.yaml": hydra_cfg, "overrides.yaml": hydra_cfg.overrides.task}
+    for name, node in record.items():
+        atomic_write_text(run_dir / ".hydra" / name, OmegaConf.to_yaml(node))
 
 
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
-@exit_on_user_error
+@cli.exit_on_user_error
 def main(cfg: DictConfig) -> float:
     """Train; returns the best validation BLEU (the value Hydra sweepers optimise)."""
-    config = as_schema(cfg, Config)
-    state = train(config, Path(HydraConfig.get().runtime.output_dir))
+    config = cli.typed_config(cfg, Config)
+    cli.quiet_libraries(config.train.progress)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    state = train(config, run_dir, on_start=lambda: save_hydra_record(cfg, run_dir) if env_rank() == 0 else None)
     return float(state["best_bleu"])
 
 
@@ -38,10 +49,10 @@ def worker_overrides(rank: int) -> list[str]:
     """Hydra overrides that keep a non-zero rank out of the run directory."""
     scratch = tempfile.mkdtemp(prefix=f"nmt-rank{rank}-")
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
-    return [f"hydra.run.dir={scratch}", "hydra.output_subdir=null", "hydra/job_logging=stdout"]
+    return [f"hydra.run.dir={scratch}", "hydra/job_logging=stdout"]
 
 
 if __name__ == "__main__":
     if env_rank() > 0:
         sys.argv += worker_overrides(env_rank())
-    main()
+    cli.run(main)

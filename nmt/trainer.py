@@ -9,9 +9,13 @@ greedy BLEU, decays the learning rate on a BLEU plateau, keeps `checkpoints/best
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
+import socket
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +29,17 @@ from tqdm import tqdm
 from nmt import distributed as dist
 from nmt.alignment.heatmap import heatmap_figure
 from nmt.checkpoint import bytes_tensor, load_checkpoint, save_checkpoint
-from nmt.config import Config, Score
+from nmt.config import Config
 from nmt.data.batching import BatchSampler
 from nmt.data.prepare import prepare
 from nmt.errors import UserError
+from nmt.files import Busy, file_lock, remove_orphans
 from nmt.model.build import build_model
 from nmt.resume import check_compatible, check_same_vocabulary, init_weights, restore_rng, resume_checkpoint, rng_state
 from nmt.run_report import write_metrics
 from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads
 from nmt.step import train_step
-from nmt.validation import attention_examples, validate
+from nmt.validation import attention_examples, check_gold, validate
 
 log = logging.getLogger(__name__)
 
@@ -47,36 +52,65 @@ def fresh_state() -> dict[str, Any]:
     }
 
 
-def train(cfg: Config, run_dir: Path) -> dict[str, Any]:
-    """Train a model as `cfg` says, writing checkpoints, TensorBoard events into `run_dir`.
-    Returns the final state: step, epoch, best validation metrics, stop reason."""
-    seed_everything(cfg.seed)
-    configure_allocator()
-    set_threads(cfg.train.threads)
-    world = dist.init_world(resolve_device(cfg.train.device))
+class RunDirectoryBusy(UserError):
+    log_to_run = False  # the run directory's log belongs to the training that holds it
+
+
+@contextlib.contextmanager
+def hold_run_dir(run_dir: Path) -> Iterator[None]:
+    """Hold the lock of `run_dir` for the whole training (released however the process ends, so a
+    killed run leaves nothing that blocks `train.resume=auto`), and clear the temporary files a
+    killed run left in its checkpoints folder."""
+    stack = contextlib.ExitStack()
     try:
-        return _train(cfg, Path(run_dir), world)
-    finally:
-        dist.shutdown(world)
+        stack.enter_context(file_lock(run_dir / ".lock", wait=False, note=f"process {os.getpid()} on {socket.gethostname()}"))
+    except Busy as busy:
+        raise RunDirectoryBusy(
+            f"{run_dir}: another training ({busy.holder or 'another process'}) is running in this run directory; "
+            "wait for it to end, or choose another hydra.run.dir"
+        ) from None
+    with stack:
+        if (run_dir / "checkpoints").is_dir():
+            for path in remove_orphans(run_dir / "checkpoints"):
+                log.info("removed %s, left by a run that was killed while writing it", path)
+        yield
+
+
+def train(cfg: Config, run_dir: Path, on_start: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Train a model as `cfg` says, writing checkpoints, TensorBoard events into `run_dir`, which
+    it holds for itself (a second training there is refused); `on_start` runs once it holds it.
+    Returns the final state: step, epoch, best validation metrics, stop reason."""
+    run_dir = Path(run_dir)
+    with hold_run_dir(run_dir):
+        if on_start is not None:
+            on_start()
+        seed_everything(cfg.seed)
+        configure_allocator()
+        set_threads(cfg.train.threads)
+        world = dist.init_world(resolve_device(cfg.train.device))
+        try:
+            return _train(cfg, run_dir, world)
+        finally:
+            dist.shutdown(world)
 
 
 def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
     tc = cfg.train
     device = dist.local_device(resolve_device(tc.device), world)
-    if cfg.model.attention.score == Score.location and cfg.data.max_len > cfg.model.attention.max_source_len:
-        raise UserError(
-            f"model.attention.score=location supports sources up to model.attention.max_source_len="
-            f"{cfg.model.attention.max_source_len} tokens, but data.max_len={cfg.data.max_len} lets longer ones in"
-        )
+    splits = ("valid", "test") if tc.test_at_end else ("valid",)
     if world.is_main:  # one process fills the data cache, the others then read it
         data = prepare(cfg.data)
-        data.split("train")
+        data.check_ready(splits)  # every split and gold file the run will read, before the first step
+        for split in splits:
+            check_gold(data, split)
     dist.barrier(world)
     if not world.is_main:
         data = prepare(cfg.data)
     sampler = BatchSampler(
         data.split("train"), cfg.data.batch_tokens, shuffle=True, seed=cfg.seed, max_sentences=cfg.data.batch_sentences
     )
+    if len(sampler) < world.size:
+        raise UserError(f"{len(sampler)} training batches cannot be shared by {world.size} processes; lower data.batch_tokens")
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.Adam(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)

@@ -11,28 +11,27 @@ text heatmap of the attention.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import TextIO
+from typing import IO
 
 import hydra
 import torch
 from omegaconf import DictConfig
 
+from nmt import cli
 from nmt.alignment.extract import EOS_PIECE, SentenceAlignment
 from nmt.alignment.pharaoh import format_links, hard_links
-from nmt.checkpoint import load_model
-from nmt.config import DecodeOptions, TranslateConfig, register_configs
+from nmt.checkpoint import checkpoint_path, load_model
+from nmt.config import DecodeOptions, TranslateConfig
+from nmt.data.corpus import decode_lines
 from nmt.data.tokenizer import EOS, PAD, Tokenizer
-from nmt.errors import UserError, as_schema, exit_on_user_error
-from nmt.evaluate import newest_checkpoint
+from nmt.files import atomic_output
 from nmt.model.seq2seq import Seq2Seq
 from nmt.runtime import resolve_device
 from nmt.search import Hypothesis, beam_search
-
-register_configs()
 
 SHADES = " .:-=+*#%@"  # weight 0 .. 1 in ten steps
 
@@ -42,7 +41,8 @@ class Translator:
 
     def __init__(self, model: Seq2Seq, src_tok: Tokenizer, tgt_tok: Tokenizer, opts: DecodeOptions, max_len: int) -> None:
         self.model, self.src_tok, self.tgt_tok, self.opts = model, src_tok, tgt_tok, opts
-        self.max_len = opts.max_input_len or max_len
+        limits = [opts.max_input_len or max_len, model.max_source_len]
+        self.max_len = min(n for n in limits if n is not None)
         self.device = next(model.parameters()).device
 
     def translate(self, lines: list[str], first_line: int = 0) -> list[list[tuple[Hypothesis, SentenceAlignment]]]:
@@ -99,10 +99,10 @@ def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
-def run_stream(translator: Translator, source: TextIO, sink: TextIO) -> int:
+def run_stream(translator: Translator, source: Iterable[str], sink: IO[str]) -> int:
     """Translate every line of `source` into `sink`, a chunk at a time; returns the line count."""
     n = 0
-    for chunk in chunks((line.rstrip("\r\n") for line in source), translator.opts.lines_per_batch):
+    for chunk in chunks(source, translator.opts.lines_per_batch):
         for k, result in enumerate(translator.translate(chunk, n)):
             sink.write("".join(line + "\n" for line in translator.format(n + k, result)))
         sink.flush()
@@ -127,35 +127,27 @@ def run_interactive(translator: Translator) -> None:
 
 
 def translate(cfg: TranslateConfig) -> None:
-    """Run the translate command as `cfg` says."""
-    ckpt = Path(cfg.ckpt) if cfg.ckpt else newest_checkpoint(cfg.runs_dir)
-    if cfg.decode.n_best > cfg.decode.beam_size:
-        raise UserError(f"decode.n_best={cfg.decode.n_best} cannot exceed decode.beam_size={cfg.decode.beam_size}")
+    """Run the translate command as `cfg` says. Input lines end at "\n" only, from a file exactly
+    as from stdin; an output file appears whole when the input is done (never half-written)."""
+    ckpt = checkpoint_path(cfg.ckpt, cfg.runs_dir)
     model, run_cfg, src_tok, tgt_tok = load_model(ckpt, resolve_device(cfg.device))
     translator = Translator(model, src_tok, tgt_tok, cfg.decode, run_cfg.data.max_len)
     if cfg.input is None and sys.stdin.isatty():
         run_interactive(translator)
         return
-    if cfg.input is not None and not Path(cfg.input).is_file():
-        raise UserError(f"{cfg.input}: input file not found")
-    source = open(cfg.input, encoding="utf-8") if cfg.input else sys.stdin
-    sink = open(cfg.output, "w", encoding="utf-8") if cfg.output else sys.stdout
-    try:
-        run_stream(translator, source, sink)
-    except UnicodeDecodeError as err:
-        raise UserError(f"{cfg.input or 'stdin'}: invalid UTF-8 ({err.reason})") from None
-    finally:
-        if cfg.input:
-            source.close()
-        if cfg.output:
-            sink.close()
+    with contextlib.ExitStack() as stack:
+        raw = stack.enter_context(open(cfg.input, "rb")) if cfg.input else sys.stdin.buffer
+        sink = stack.enter_context(atomic_output(cfg.output)) if cfg.output else sys.stdout
+        run_stream(translator, decode_lines(raw, cfg.input or "stdin"), sink)
 
 
 @hydra.main(config_path="../configs", config_name="translate", version_base="1.3")
-@exit_on_user_error
+@cli.exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    translate(as_schema(cfg, TranslateConfig))
+    config = cli.typed_config(cfg, TranslateConfig)
+    cli.quiet_libraries(progress=False)
+    translate(config)
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

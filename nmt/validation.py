@@ -8,21 +8,17 @@ import math
 import torch
 
 from nmt.alignment.aer import alignment_error_rate
-from nmt.alignment.extract import SentenceAlignment, attention_statistics, forced_alignments
-from nmt.alignment.pharaoh import hard_links, read_pharaoh
+from nmt.alignment.extract import SentenceAlignment, attention_statistics, forced_alignments, word_links
+from nmt.alignment.pharaoh import read_pharaoh
 from nmt.config import Config
 from nmt.data.batching import BatchSampler
 from nmt.data.corpus import gold_alignment_file
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import PAD
+from nmt.errors import UserError
 from nmt.evaluation import score_translations, translate_dataset
 from nmt.loss import smoothed_cross_entropy
 from nmt.model.seq2seq import Seq2Seq
-
-
-def word_links(alignments: list[SentenceAlignment], threshold: float | None = None) -> list[list[tuple[int, int]]]:
-    """Hard word links (Pharaoh) of each sentence's merged word matrix."""
-    return [hard_links(a.words()[2], threshold) for a in alignments]
 
 
 @torch.no_grad()
@@ -61,6 +57,13 @@ def validate(model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.devi
         metrics.update(aer=aer.aer, alignment_precision=aer.precision, alignment_recall=aer.recall)
     model.train()
     return metrics
+
+
+def check_gold(data: PreparedData, split: str) -> None:
+    """The split's gold alignments (if it has some) parse, one line per sentence pair."""
+    gold = gold_alignment_file(data.cfg, split)
+    if gold is not None and len(read_pharaoh(gold)) != len(data.split(split)):
+        raise UserError(f"{gold}: {len(read_pharaoh(gold))} lines of gold alignments for {len(data.split(split))} sentence pairs")
 
 
 def attention_examples(model: Seq2Seq, data: PreparedData, k: int, device: torch.device) -> list[SentenceAlignment]:

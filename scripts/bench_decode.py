@@ -19,7 +19,7 @@ import torch
 from nmt.checkpoint import load_model
 from nmt.data.corpus import load_split
 from nmt.data.prepare import encode_pairs
-from nmt.evaluate import newest_checkpoint
+from nmt.checkpoint import newest_checkpoint
 from nmt.evaluation import translate_dataset
 from nmt.runtime import configure_allocator, set_threads
 

@@ -65,10 +65,10 @@ def test_make_align_with_gold_gives_low_aer(fixture: str, request: pytest.Fixtur
 
 
 def test_free_alignment_of_the_models_own_translation(trained_toy: Path, tmp_path: Path) -> None:
-    from nmt.align import align
+    from nmt.alignment.export import export_alignments
     from nmt.config import AlignConfig, AlignOptions
 
-    scores = align(AlignConfig(ckpt=str(trained_toy / "checkpoints" / "best.pt"),
+    scores = export_alignments(AlignConfig(ckpt=str(trained_toy / "checkpoints" / "best.pt"),
                                align=AlignOptions(split="test", forced=False, out=str(tmp_path), heatmaps=1)))
     assert scores["forced"] is False and scores["aer"] <= 0.1  # it translates (nearly) perfectly
 

@@ -44,7 +44,7 @@ def test_evaluate_with_no_runs_says_what_to_do(workdir: Path) -> None:
 def test_evaluate_with_a_missing_checkpoint_is_one_line(workdir: Path) -> None:
     proc = run(["nmt.evaluate", f"ckpt={workdir / 'missing.pt'}"])
     assert proc.returncode == 2
-    assert proc.stderr.strip() == f"error: {workdir / 'missing.pt'}: checkpoint not found"
+    assert proc.stderr.strip() == f"error: ckpt={workdir / 'missing.pt'}: checkpoint not found"
 
 
 def test_data_command_prepares_and_reports(workdir: Path) -> None:

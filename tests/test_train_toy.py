@@ -8,13 +8,13 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.config import EvalConfig
-from nmt.evaluate import evaluate
+from nmt.evaluation import evaluate_checkpoint
 
 
 def test_toy_reverse_reaches_95_percent_exact_match_within_two_minutes(trained_toy: Path) -> None:
     seconds = float((trained_toy / "train_seconds.txt").read_text().split()[0])
     assert seconds < 120
-    report = evaluate(EvalConfig(ckpt=str(trained_toy / "checkpoints" / "best.pt"), split="test"))
+    report = evaluate_checkpoint(EvalConfig(ckpt=str(trained_toy / "checkpoints" / "best.pt"), split="test"))
     assert report["exact_match"] >= 0.95, report
     assert report["sentences"] == 200
     written = json.loads((trained_toy / "checkpoints" / "best.test.json").read_text())

@@ -9,6 +9,7 @@ import datasets
 import numpy as np
 import torch
 
+from nmt.alignment.pharaoh import Link, hard_links
 from nmt.alignment.words import merge_to_words, words_of
 from nmt.data.batching import BatchSampler, RaggedIds
 from nmt.data.tokenizer import PAD, Tokenizer
@@ -31,6 +32,11 @@ class SentenceAlignment:
         """(source words, target words, word matrix (target words, source words)); EOS dropped."""
         src, tgt = self.src_pieces[:-1], self.tgt_pieces[:-1]
         return words_of(src), words_of(tgt), merge_to_words(self.matrix, src, tgt)
+
+
+def word_links(alignments: list[SentenceAlignment], threshold: float | None = None) -> list[list[Link]]:
+    """Hard word links (Pharaoh) of each sentence's merged word matrix."""
+    return [hard_links(a.words()[2], threshold) for a in alignments]
 
 
 def attention_statistics(alphas: torch.Tensor, rows: torch.Tensor) -> tuple[float, float, int]:

@@ -123,10 +123,17 @@ class LocalNormaliser(Normaliser):
             self.v_p = nn.Linear(hidden_size, 1, bias=False)
 
     def position(self, memory: AttentionMemory, query: torch.Tensor, step: int) -> torch.Tensor:
-        """The window centre p_i (B,): i clipped to the source (local-m) or T_x * sigmoid(...) (local-p)."""
-        lengths = memory.mask.sum(1).to(query.dtype)
+        """The window centre p_i (B,), in at least float32: i clipped to the source (local-m) or
+        T_x * sigmoid(v_p^T tanh(W_p s)) (local-p)."""
+        dtype = torch.promote_types(query.dtype, torch.float32)
+        lengths = memory.mask.sum(1).to(dtype)
         if self.predictive:
-            return lengths * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query)))).squeeze(1)
+            # A position is a coordinate, not a feature: under bf16 autocast it would be rounded to
+            # 8 bits of mantissa (31.243 -> 31.125), shifting the window and the Gaussian. Outside
+            # autocast, in float32 (or the query's float64).
+            with torch.autocast(query.device.type, enabled=False):
+                hidden = torch.tanh(F.linear(query.to(dtype), self.W_p.weight.to(dtype)))
+                return lengths * torch.sigmoid(F.linear(hidden, self.v_p.weight.to(dtype))).squeeze(1)
         return torch.clamp(lengths - 1, max=float(step))
 
     def forward(self, scores: torch.Tensor, memory: AttentionMemory, query: torch.Tensor, step: int) -> torch.Tensor:
@@ -136,5 +143,5 @@ class LocalNormaliser(Normaliser):
         weights = masked_softmax(scores, in_window)
         if self.predictive:
             sigma = self.window / 2
-            weights = weights * torch.exp(-((j - p) ** 2) / (2 * sigma**2))
+            weights = weights * torch.exp(-((j - p) ** 2) / (2 * sigma**2)).to(weights.dtype)
         return weights

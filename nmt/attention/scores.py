@@ -17,6 +17,8 @@ from torch import nn
 class AttentionScore(nn.Module):
     """Base class: `prepare` keys once per sentence, then score queries against them."""
 
+    max_keys: int | None = None  # the most keys (source tokens) the score supports; None: any number
+
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         """keys (B, S, d_h) -> prepared keys (B, S, *), computed once per sentence."""
         return keys
@@ -83,14 +85,14 @@ class LocationScore(AttentionScore):
 
     def __init__(self, query_size: int, max_source_len: int) -> None:
         super().__init__()
-        self.max_source_len = max_source_len
+        self.max_keys: int = max_source_len
         self.W = nn.Linear(query_size, max_source_len)
 
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
-        if keys.size(1) > self.max_source_len:
+        if keys.size(1) > self.max_keys:
             raise ValueError(
                 f"source of {keys.size(1)} tokens is longer than model.attention.max_source_len="
-                f"{self.max_source_len} that the location score supports"
+                f"{self.max_keys} that the location score supports (truncate it first)"
             )
         return keys
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from nmt.config import Config, register_configs
+from nmt import cli
+from nmt.config import Config
 from nmt.data.corpus import SPLITS
 from nmt.data.prepare import prepare
-from nmt.errors import as_schema, exit_on_user_error
-
-register_configs()
 
 
 @hydra.main(config_path="../../configs", config_name="prepare", version_base="1.3")
-@exit_on_user_error
+@cli.exit_on_user_error
 def main(cfg: DictConfig) -> None:
-    config = as_schema(cfg, Config)
+    config = cli.typed_config(cfg, Config)
+    cli.quiet_libraries(config.train.progress)
     data = prepare(config.data)
     for split in SPLITS:
         print(f"{split}: {len(data.split(split))} pairs")
@@ -27,4 +26,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import datasets
@@ -70,6 +70,14 @@ def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path]:
     return src, tgt
 
 
+def describe_split(cfg: DataConfig, split: str) -> str:
+    """Where a split comes from, for messages: its two files, or the hub dataset and split."""
+    if cfg.source == CorpusSource.hub:
+        return f"{cfg.hub_name}[{split_prefix(cfg, split)}]"
+    src, tgt = split_files(cfg, split)
+    return f"{src}, {tgt}"
+
+
 def gold_alignment_file(cfg: DataConfig, split: str) -> Path | None:
     """`{prefix}.gold` beside a split's files (Pharaoh word alignments), if there is one."""
     if cfg.source == CorpusSource.hub:
@@ -94,14 +102,27 @@ def download_gz(url: str, dest: Path) -> None:
         raise UserError(f"{url}: download failed ({err}); set MULTI30K_DIR to a local copy") from err
 
 
+def decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """The lines of a binary stream as text, without their line end: lines end at "\n" only (a
+    lone "\r" inside a line stays in it; the "\r" of a "\r\n" goes), so one line is one line
+    whatever else it holds. Bad UTF-8 is a UserError naming `name` and the line."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UserError(f"{name}:{number}: invalid UTF-8 ({err.reason})") from None
+        text = text[:-1] if text.endswith("\n") else text
+        yield text[:-1] if text.endswith("\r") else text
+
+
 def read_lines(path: Path) -> Iterator[str]:
-    """Lines of a UTF-8 text file without their newline; bad UTF-8 names the file and line."""
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as err:
-                raise UserError(f"{path}:{number}: invalid UTF-8 ({err.reason})") from None
+    """Lines of a UTF-8 text file (see `decode_lines`)."""
+    try:
+        f = open(path, "rb")
+    except OSError as err:
+        raise UserError(f"{path}: cannot be read ({err.strerror})") from None
+    with f:
+        yield from decode_lines(f, str(path))
 
 
 def _parallel_lines(src: str, tgt: str, stamp: str) -> Iterator[dict[str, str]]:

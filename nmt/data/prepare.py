@@ -7,19 +7,24 @@ splits, and any change (a new vocabulary size, an edited file) prepares anew.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import datasets
+import pyarrow.compute as pc
 
 from nmt.config import CorpusSource, DataConfig
-from nmt.data.corpus import load_split, split_files
+from nmt.data.corpus import describe_split, load_split, split_files
 from nmt.data.tokenizer import EOS, Tokenizer, side_lines, train_sentencepiece
+from nmt.errors import UserError
+from nmt.files import atomic_write_bytes, atomic_write_text, file_lock, remove_orphans, temporary_dir
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +63,9 @@ class PreparedData:
         if name not in self._splits:
             path = self.folder / name
             if not (path / "dataset_info.json").exists():
-                encode_split(self, name, path)
+                with _preparing(self.folder):
+                    if not (path / "dataset_info.json").exists():
+                        encode_split(self, name, path)
             self._splits[name] = datasets.load_from_disk(str(path))
         return self._splits[name]
 
@@ -66,6 +73,19 @@ class PreparedData:
     def filter_stats(self) -> FilterStats:
         self.split("train")
         return FilterStats(**json.loads((self.folder / "train_filter.json").read_text()))
+
+    def check_ready(self, splits: tuple[str, ...]) -> None:
+        """Encode every split a run will use, now (a missing or unreadable valid or test file is
+        found before training, not at the first validation), and make sure training has pairs left."""
+        stats = self.filter_stats
+        if stats.kept == 0:
+            raise UserError(
+                f"no training pair left: {stats.total} pairs read from {describe_split(self.cfg, 'train')}, "
+                f"{stats.empty} dropped as empty, {stats.too_long} dropped as longer than data.max_len={self.cfg.max_len} tokens"
+            )
+        for name in splits:
+            if len(self.split(name)) == 0:
+                raise UserError(f"{describe_split(self.cfg, name)}: the {name} split is empty")
 
 
 def cache_key(cfg: DataConfig) -> str:
@@ -87,25 +107,58 @@ def cache_key(cfg: DataConfig) -> str:
 
 
 def prepare(cfg: DataConfig) -> PreparedData:
-    """Train (or load) the subword model(s) and return the prepared corpus."""
+    """Train (or load) the subword model(s) and return the prepared corpus. Safe when several
+    processes prepare the same corpus at once: the first fills the cache, the others wait for it
+    (a lock on the cache folder) and then reuse what it wrote."""
     folder = Path(cfg.cache_dir) / f"{cfg.name}-{cache_key(cfg)}"
-    folder.mkdir(parents=True, exist_ok=True)
     models = {"src": folder / "src.model", "tgt": folder / "tgt.model"}
     if not models["tgt"].exists():
-        train = load_split(cfg, "train")
-        log.info("training sentencepiece (%s, %d pieces) on %d pairs", cfg.subword_model.value, cfg.vocab_size, len(train))
-        if cfg.joint_vocab:
-            proto = train_sentencepiece(side_lines(iter(train), ("src", "tgt")), cfg)
-            protos = {"src": proto, "tgt": proto}
-        else:
-            protos = {side: train_sentencepiece(side_lines(iter(train), (side,)), cfg) for side in models}
-        for side, path in models.items():  # tgt last: its presence marks completion
-            _atomic_write(path, protos[side])
+        with _preparing(folder):
+            if not models["tgt"].exists():
+                _train_subwords(cfg, models)
     else:
         log.info("reusing prepared data in %s", folder)
     src_tok = Tokenizer(models["src"].read_bytes())
     tgt_tok = Tokenizer(models["tgt"].read_bytes())
     return PreparedData(cfg, folder, src_tok, tgt_tok)
+
+
+@contextlib.contextmanager
+def _preparing(folder: Path) -> Iterator[None]:
+    """Hold the cache folder's lock (waiting for another process that holds it); clear what a
+    killed preparation left behind."""
+    def waiting(holder: str) -> None:
+        log.info("waiting for %s, which is preparing %s", holder or "another process", folder)
+
+    with file_lock(folder / ".lock", wait=True, on_wait=waiting):
+        remove_orphans(folder)
+        yield
+
+
+def _train_subwords(cfg: DataConfig, models: dict[str, Path]) -> None:
+    train = load_split(cfg, "train")
+    src_file, tgt_file = split_files(cfg, "train") if cfg.source != CorpusSource.hub else (cfg.hub_name, cfg.hub_name)
+    if not _has_text_pair(train):
+        raise UserError(f"{src_file}, {tgt_file}: no training pair has text on both sides ({len(train)} lines, all blank on one side)")
+    log.info("training sentencepiece (%s, %d pieces) on %d pairs", cfg.subword_model.value, cfg.vocab_size, len(train))
+    sides = {"src": ("src", "tgt"), "tgt": ("src", "tgt")} if cfg.joint_vocab else {"src": ("src",), "tgt": ("tgt",)}
+    protos: dict[tuple[str, ...], bytes] = {}
+    for columns in sides.values():
+        if columns not in protos:
+            try:
+                protos[columns] = train_sentencepiece(side_lines(iter(train), columns), cfg)
+            except RuntimeError as err:  # sentencepiece's own checks (e.g. a vocabulary it cannot fill)
+                raise UserError(f"{src_file}, {tgt_file}: sentencepiece could not train on them ({err})") from None
+    for side, path in models.items():  # tgt last: its presence marks completion
+        atomic_write_bytes(path, protos[sides[side]])
+
+
+def _has_text_pair(ds: datasets.Dataset) -> bool:
+    """Whether some row has non-blank text on both sides (checked in Arrow, not row by row)."""
+    if len(ds) == 0:
+        return False
+    filled = [pc.not_equal(pc.utf8_trim_whitespace(ds.data.column(side)), "") for side in ("src", "tgt")]
+    return bool(pc.any(pc.and_(*filled)).as_py())
 
 
 def encode_split(data: PreparedData, name: str, path: Path) -> None:
@@ -115,13 +168,12 @@ def encode_split(data: PreparedData, name: str, path: Path) -> None:
     encoded = encode_pairs(load_split(cfg, name), data.src_tokenizer, data.tgt_tokenizer, key)
     if name == "train":
         encoded, stats = filter_pairs(encoded, cfg.max_len, key)
-        _atomic_write(data.folder / "train_filter.json", json.dumps(asdict(stats)).encode())
+        atomic_write_text(data.folder / "train_filter.json", json.dumps(asdict(stats)))
         log.info(
             "train: %d pairs read, %d dropped as empty, %d dropped as longer than %d tokens, %d kept",
             stats.total, stats.empty, stats.too_long, cfg.max_len, stats.kept,
         )
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = temporary_dir(path)
     encoded.save_to_disk(str(tmp))
     shutil.rmtree(path, ignore_errors=True)
     os.replace(tmp, path)
@@ -136,6 +188,22 @@ def encode_pairs(raw: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, 
         return {"src_ids": src, "tgt_ids": tgt_tok.encode(batch["tgt"])}
 
     return raw.map(encode, batched=True, batch_size=2000, new_fingerprint=f"{key}-enc", desc="encode")
+
+
+def truncate_sources(ds: datasets.Dataset, limit: int | None, key: str) -> tuple[datasets.Dataset, list[int]]:
+    """Cut every `src_ids` longer than `limit` tokens to its first limit - 1 and EOS (for models
+    that accept no longer source) -> (dataset, 0-based rows that were cut)."""
+    if limit is None or len(ds) == 0:
+        return ds, []
+    lengths = pc.list_value_length(ds.data.column("src_ids")).to_numpy()
+    rows = [int(r) for r in (lengths > limit).nonzero()[0]]
+    if not rows:
+        return ds, []
+
+    def cut(batch: dict[str, list[list[int]]]) -> dict[str, list[list[int]]]:
+        return {"src_ids": [ids[: limit - 1] + [EOS] if len(ids) > limit else ids for ids in batch["src_ids"]]}
+
+    return ds.map(cut, batched=True, batch_size=2000, new_fingerprint=f"{key}-cut{limit}", desc="truncate"), rows
 
 
 def filter_pairs(ds: datasets.Dataset, max_len: int, key: str) -> tuple[datasets.Dataset, FilterStats]:
@@ -155,7 +223,3 @@ def filter_pairs(ds: datasets.Dataset, max_len: int, key: str) -> tuple[datasets
     return kept.remove_columns("drop"), stats
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

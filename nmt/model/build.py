@@ -25,8 +25,8 @@ from nmt.attention.scores import (
 )
 from nmt.attention.self_attention import SelfAttentionLayer
 from nmt.config import AttendFrom, AttentionConfig, HardEstimator, LocalVariant, Mode, ModelConfig, Score
+from nmt.config_checks import check_model
 from nmt.data.tokenizer import PAD
-from nmt.errors import UserError
 from nmt.model.decoder import Decoder
 from nmt.model.encoder import Encoder
 from nmt.model.seq2seq import Seq2Seq
@@ -54,18 +54,8 @@ NORMALISERS: dict[Mode, Callable[[AttentionConfig, int], Normaliser]] = {
 }
 
 
-def build_attention(cfg: AttentionConfig, query_size: int, key_size: int, key: str = "model.attention") -> Attention:
-    """An attention block for queries of size d_s over keys of size d_h."""
-    if cfg.score in (Score.dot, Score.scaled_dot) and query_size != key_size:
-        raise UserError(
-            f"{key}.score={cfg.score.value} needs the query size ({query_size}) to equal the key size "
-            f"({key_size}); use score=general or additive, or make model.decoder.hidden_size equal to "
-            f"2 * model.encoder.hidden_size"
-        )
-    if cfg.mode == Mode.local and cfg.window < 1:
-        raise UserError(f"{key}.window={cfg.window}: the local window half-width D must be at least 1")
-    if cfg.gumbel_temperature <= 0:
-        raise UserError(f"{key}.gumbel_temperature={cfg.gumbel_temperature}: must be > 0")
+def build_attention(cfg: AttentionConfig, query_size: int, key_size: int) -> Attention:
+    """An attention block for queries of size d_s over keys of size d_h (settings checked by `check_model`)."""
     coverage = CoverageTerm(cfg.coverage_hidden_size) if cfg.coverage else None
     return Attention(
         SCORES[cfg.score](cfg, query_size, key_size), NORMALISERS[cfg.mode](cfg, query_size),
@@ -84,12 +74,9 @@ def make_embedding(vocab_size: int, size: int) -> nn.Embedding:
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
-    """Assemble embeddings, encoder, attention and decoder from the model config."""
-    if cfg.tie_target_embeddings and cfg.decoder.output_size != cfg.embedding_size:
-        raise UserError(
-            f"model.tie_target_embeddings=true needs model.decoder.output_size ({cfg.decoder.output_size}) "
-            f"== model.embedding_size ({cfg.embedding_size})"
-        )
+    """Assemble embeddings, encoder, attention and decoder from the model config (a UserError
+    names the setting when sizes disagree)."""
+    check_model(cfg)
     src_embedding = make_embedding(src_vocab, cfg.embedding_size)
     tgt_embedding = make_embedding(tgt_vocab, cfg.embedding_size)
     enc = cfg.encoder

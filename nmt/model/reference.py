@@ -50,6 +50,8 @@ def reference_weights(
     e = e.masked_fill(~mask, float("-inf"))
     if isinstance(normaliser, SoftNormaliser):
         return torch.softmax(e, 1)
+    if isinstance(normaliser, (GumbelHardNormaliser, ReinforceHardNormaliser)) and not normaliser.training:
+        return F.one_hot(torch.softmax(e, 1).argmax(1), e.size(1)).to(e.dtype)  # inference: the argmax
     if isinstance(normaliser, GumbelHardNormaliser):  # the same draw as the model: one exponential (B, S) per step
         g = -torch.empty_like(e).exponential_().log()
         soft = torch.softmax((e + g) / normaliser.temperature, 1)

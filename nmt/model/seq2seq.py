@@ -33,6 +33,16 @@ class Seq2Seq(nn.Module):
         self.decoder = decoder
         self.embedding_dropout = nn.Dropout(embedding_dropout)
 
+    @property
+    def max_source_len(self) -> int | None:
+        """The longest source (tokens, EOS included) the model accepts; None: any length. Only
+        Luong's location score has a limit (its W s has one output per source position)."""
+        scores = [self.decoder.attention.score]
+        if self.encoder.self_attention is not None:
+            scores.append(self.encoder.self_attention.score)
+        limits = [s.max_keys for s in scores if s.max_keys is not None]
+        return min(limits) if limits else None
+
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> tuple[AttentionMemory, State]:
         """src (B, S) ids, src_lens (B,) -> attention memory over h (B, S, 2H) and s_0."""
         states, final = self.encoder(self.embedding_dropout(self.src_embedding(src)), src_lens)
