@@ -33,6 +33,7 @@ from nmt.config import Config
 from nmt.data.batching import BatchSampler
 from nmt.data.prepare import prepare
 from nmt.errors import UserError
+from nmt.evaluation import fit_sources
 from nmt.files import Busy, file_lock, remove_orphans
 from nmt.model.build import build_model
 from nmt.resume import check_compatible, check_same_vocabulary, init_weights, restore_rng, resume_checkpoint, rng_state
@@ -112,6 +113,7 @@ def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
     if len(sampler) < world.size:
         raise UserError(f"{len(sampler)} training batches cannot be shared by {world.size} processes; lower data.batch_tokens")
     model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device)
+    valid = fit_sources(data.split("valid"), model, f"{data.folder.name}-valid", "valid")
     n_params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.Adam(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -164,7 +166,7 @@ def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
         })
 
     def run_validation() -> None:
-        metrics = dist.from_main(lambda: validate(model, data, cfg, device), world)
+        metrics = dist.from_main(lambda: validate(model, valid, data, cfg, device), world)
         improved = metrics["bleu"] > state["best_bleu"]
         if improved:
             state.update(best_bleu=metrics["bleu"], best=dict(metrics, step=state["step"]), bad_validations=0)
@@ -181,7 +183,7 @@ def _train(cfg: Config, run_dir: Path, world: dist.World) -> dict[str, Any]:
             return
         for key, value in metrics.items():
             writer.add_scalar(f"valid/{key}", value, state["step"])
-        for k, example in enumerate(attention_examples(model, data, cfg.log.attention_examples, device)):
+        for k, example in enumerate(attention_examples(model, valid, data, cfg.log.attention_examples, device)):
             fig = heatmap_figure(example.matrix, example.src_pieces, example.tgt_pieces, f"step {state['step']}")
             writer.add_figure(f"attention/{k}", fig, state["step"], close=False)
         writer.flush()

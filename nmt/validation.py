@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import datasets
 import torch
 
 from nmt.alignment.aer import alignment_error_rate
@@ -22,10 +23,10 @@ from nmt.model.seq2seq import Seq2Seq
 
 
 @torch.no_grad()
-def validate(model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.device) -> dict[str, float]:
-    """All validation metrics of the current model on the validation split."""
+def validate(model: Seq2Seq, ds: datasets.Dataset, data: PreparedData, cfg: Config, device: torch.device) -> dict[str, float]:
+    """All validation metrics of the current model on the validation split `ds` (encoded, its
+    sources fit to the model: `nmt.evaluation.fit_sources`)."""
     model.eval()
-    ds = data.split("valid")
     batch_tokens = cfg.data.batch_tokens * 2
     sampler = BatchSampler(ds, batch_tokens, shuffle=False)
     total = entropy = peak = 0.0
@@ -66,9 +67,8 @@ def check_gold(data: PreparedData, split: str) -> None:
         raise UserError(f"{gold}: {len(read_pharaoh(gold))} lines of gold alignments for {len(data.split(split))} sentence pairs")
 
 
-def attention_examples(model: Seq2Seq, data: PreparedData, k: int, device: torch.device) -> list[SentenceAlignment]:
-    """Forced alignments of the first k validation sentences (the same ones at every validation)."""
-    ds = data.split("valid")
+def attention_examples(model: Seq2Seq, ds: datasets.Dataset, data: PreparedData, k: int, device: torch.device) -> list[SentenceAlignment]:
+    """Forced alignments of the first k sentences of the validation split `ds` (the same ones at every validation)."""
     rows = list(range(min(k, len(ds))))
     if not rows:
         return []

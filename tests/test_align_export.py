@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support import ROOT
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.alignment.extract import forced_alignments

@@ -4,47 +4,15 @@ a non-zero exit code, no traceback, nothing half-written."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY_MODEL, compose_config, toy_overrides
+from support import CUSTOM, GOOD, assert_user_error, cli, compose_config, good_corpus, toy_overrides, train_cli, write_split
 
 from nmt import step as step_module
 from nmt.errors import UserError
 from nmt.trainer import train
-
-CUSTOM = ["data=custom", "data.src_lang=xx", "data.tgt_lang=yy", "data.vocab_size=40", "data.subword_model=word",
-          "data.max_len=8", "train.max_steps=2", "train.valid_every=2", "train.progress=false", "train.threads=1", *TINY_MODEL]
-GOOD = [("a b c", "c b a"), ("b c", "c b"), ("a", "a")] * 10
-
-
-def cli(module: str, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
-
-
-def write_split(folder: Path, split: str, src: bytes, tgt: bytes) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{split}.xx").write_bytes(src)
-    (folder / f"{split}.yy").write_bytes(tgt)
-
-
-def good_corpus(folder: Path) -> None:
-    for split in ("train", "valid", "test"):
-        write_split(folder, split, "".join(s + "\n" for s, _ in GOOD).encode(), "".join(t + "\n" for _, t in GOOD).encode())
-
-
-def train_cli(workdir: Path, extra: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    return cli("nmt.train", [*CUSTOM, f"data.dir={workdir / 'corpus'}", f"data.cache_dir={workdir / 'prepared'}",
-                             f"hydra.run.dir={workdir / 'run'}", *(extra or [])])
-
-
-def assert_user_error(proc: subprocess.CompletedProcess[str], message: str, code: int = 2) -> None:
-    assert proc.returncode == code, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and message in proc.stderr.strip().splitlines()[-1]
 
 
 def assert_nothing_half_written(workdir: Path) -> None:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, TINY_MODEL, compose_config, toy_overrides
+from support import ROOT, TINY_MODEL, compose_config, toy_overrides
 
 from nmt.trainer import train
 

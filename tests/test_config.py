@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CONFIGS, ROOT, compose_config
 from hydra.errors import ConfigCompositionException, HydraException
+from support import CONFIGS, ROOT, compose_config
 
 from nmt.config import Score
 from nmt.errors import UserError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MULTI30K, compose_config, toy_overrides
+from support import MULTI30K, compose_config, toy_overrides
 
 from nmt.data.batching import BatchSampler
 from nmt.data.corpus import load_parallel_files, load_split

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TINY_MODEL, compose_config
+from support import TINY_MODEL, compose_config
 
 from nmt.model.build import build_model
 from nmt.model.seq2seq import Seq2Seq

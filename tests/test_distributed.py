@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conftest import ROOT, toy_overrides
+from support import ROOT, toy_overrides
 
 from nmt.checkpoint import load_checkpoint
 

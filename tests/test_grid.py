@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import MULTI30K, ROOT, TINY_MODEL, compose_config, toy_overrides
+from support import MULTI30K, ROOT, TINY_MODEL, compose_config, toy_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.trainer import train

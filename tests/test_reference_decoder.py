@@ -81,10 +81,12 @@ def check(score: Score, mode: Mode, extra: dict, cell: CellType, attend_from: At
     assert n_tokens == int((tgt_out != PAD).sum())
     torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10)
     model.eval()
-    torch.manual_seed(7)
     alphas = model.attention_matrices(src, src_lens, tgt_in)
-    if mode == Mode.soft or mode == Mode.local:  # deterministic: the eval matrices are the reference's
-        torch.testing.assert_close(alphas, ref_alphas, rtol=1e-10, atol=1e-10)
+    with torch.no_grad():  # in eval mode every mode is deterministic (hard: the argmax): no shared draws needed
+        eval_loss, eval_alphas = reference_loss(model, src, src_lens, tgt_in, tgt_out, cell, 0.1)
+        fast_eval, _, _ = batch_loss(model, _Batch(src, src_lens, tgt_in, tgt_out), 0.1)  # type: ignore[arg-type]
+    torch.testing.assert_close(alphas, eval_alphas, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(fast_eval, eval_loss, rtol=1e-10, atol=1e-10)
     # and the gradient flows through the same graph
     model.train()
     torch.manual_seed(7)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import torch
-from conftest import ROOT, compose_config, toy_overrides
+from support import ROOT, compose_config, toy_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.checkpoint import load_checkpoint

@@ -67,7 +67,7 @@ def test_n_best_cannot_exceed_the_beam() -> None:
 @pytest.mark.parametrize("mode", ["hard_gumbel", "local_m", "local_p"])
 def test_hard_and_local_modes_decode_with_beams(mode: str) -> None:
     """In beam search too, hard rows are one-hot argmaxes and local-m's window moves with the step."""
-    from conftest import TINY_MODEL, compose_config
+    from support import TINY_MODEL, compose_config
 
     from nmt.model.build import build_model
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from support import ROOT
 
 
 def translate(ckpt: Path, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 from dataclasses import asdict
 from pathlib import Path
 
 from nmt.config import DataConfig, ToyConfig, ToyTask
+from nmt.files import atomic_write_text, file_lock
 
 TOY_SPLITS = {"train": "n_train", "valid": "n_valid", "test": "n_test"}
 
@@ -47,11 +47,19 @@ def generate(cfg: ToyConfig, n: int, rng: random.Random) -> list[tuple[list[str]
 
 
 def ensure_toy_corpus(cfg: DataConfig) -> Path:
-    """Write the toy corpus (all splits) unless it is already there; return its folder."""
+    """Write the toy corpus (all splits) unless it is already there; return its folder. Processes
+    that ask for the same corpus at once write it once (a lock), so its files, and the cache key
+    made from their modification times, are the same for all of them."""
     folder = toy_dir(cfg)
     if (folder / "DONE").exists():
         return folder
-    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder / ".lock", wait=True):
+        if not (folder / "DONE").exists():
+            _write_toy_corpus(cfg, folder)
+    return folder
+
+
+def _write_toy_corpus(cfg: DataConfig, folder: Path) -> None:
     rng = random.Random(cfg.toy.seed)
     for split, size_key in TOY_SPLITS.items():
         triples = generate(cfg.toy, int(getattr(cfg.toy, size_key)), rng)
@@ -61,8 +69,5 @@ def ensure_toy_corpus(cfg: DataConfig) -> Path:
             "gold": "\n".join(" ".join(f"{i}-{j}" for i, j in links) for _, _, links in triples),
         }
         for suffix, text in files.items():
-            tmp = folder / f".{split}.{suffix}.tmp"
-            tmp.write_text(text + "\n", encoding="utf-8")
-            os.replace(tmp, folder / f"{split}.{suffix}")
-    (folder / "DONE").write_text("ok\n")
-    return folder
+            atomic_write_text(folder / f"{split}.{suffix}", text + "\n")
+    atomic_write_text(folder / "DONE", "ok\n")
