@@ -9,7 +9,7 @@ CKPT ?=
 SPLIT ?= test
 BEAM ?= 5
 
-.PHONY: help install data train eval align tensorboard test test-all lint bench bench-joeynmt
+.PHONY: help install data train eval align tensorboard test test-all fuzz lint bench bench-joeynmt
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,6 +47,9 @@ test: ## Run the test suite (slow end-to-end runs excluded)
 
 test-all: ## Run every test, slow ones included
 	$(PYTHON) -m pytest -q -m ''
+
+fuzz: ## The command-line fuzz test at nightly size: 200 drawn inputs per kind (600 in all), fresh random draws
+	NMT_FUZZ_EXAMPLES=200 $(PYTHON) -m pytest -q -m '' tests/test_fuzz.py
 
 lint: ## ruff and mypy
 	$(PYTHON) -m ruff check nmt tests scripts

@@ -69,8 +69,11 @@ def config_from_checkpoint(payload: dict[str, Any], path: str | Path = "checkpoi
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: the checkpoint's config does not fit the current schema ({reason})") from None
     assert isinstance(config, Config)
-    check_ranges(config)  # the rest of the training checks concern the machine it trained on (paths, devices)
-    check_model(config.model)
+    try:
+        check_ranges(config)  # the other training checks concern the machine it trained on (paths, devices)
+        check_model(config.model)
+    except UserError as err:
+        raise UserError(f"{path}: the checkpoint's config is invalid ({err})") from None
     return config
 
 
@@ -79,7 +82,7 @@ def tokenizers_from_checkpoint(payload: dict[str, Any], path: str | Path = "chec
     try:
         return Tokenizer(tensor_bytes(payload["src_spm"])), Tokenizer(tensor_bytes(payload["tgt_spm"]))
     except (RuntimeError, TypeError, ValueError) as err:
-        raise UserError(f"{path}: the checkpoint's subword models are not valid sentencepiece models ({type(err).__name__})") from None
+        raise UserError(f"{path}: the checkpoint's subword models are not valid sentencepiece models ({err})") from None
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Seq2Seq, Config, Tokenizer, Tokenizer]:

@@ -16,10 +16,9 @@ import time
 
 import torch
 
-from nmt.checkpoint import load_model
+from nmt.checkpoint import load_model, newest_checkpoint
 from nmt.data.corpus import load_split
 from nmt.data.prepare import encode_pairs
-from nmt.checkpoint import newest_checkpoint
 from nmt.evaluation import translate_dataset
 from nmt.runtime import configure_allocator, set_threads
 

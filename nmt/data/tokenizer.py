@@ -10,6 +10,8 @@ import io
 from collections.abc import Iterable, Iterator
 
 import sentencepiece as spm
+from google.protobuf.message import DecodeError
+from sentencepiece import sentencepiece_model_pb2
 
 from nmt.config import DataConfig
 
@@ -39,10 +41,27 @@ def train_sentencepiece(lines: Iterable[str], cfg: DataConfig) -> bytes:
     return buffer.getvalue()
 
 
+def proto_problem(model_proto: bytes) -> str | None:
+    """Why `model_proto` is not a sentencepiece model of this project (None: it is one). Checked in
+    Python before sentencepiece sees it: its C++ loader logs to stderr when it rejects a model."""
+    model = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]
+    try:
+        model.ParseFromString(model_proto)
+    except DecodeError:
+        return "not a serialized sentencepiece model"
+    spec = model.trainer_spec
+    if len(model.pieces) <= EOS or (spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id) != (PAD, UNK, BOS, EOS):
+        return f"{len(model.pieces)} pieces, special ids {(spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id)}; expected (0, 1, 2, 3)"
+    return None
+
+
 class Tokenizer:
     """Wraps a sentencepiece model: text <-> ids (no BOS/EOS added) and pieces."""
 
     def __init__(self, model_proto: bytes) -> None:
+        problem = proto_problem(model_proto)
+        if problem is not None:
+            raise ValueError(problem)
         self.model_proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
 
