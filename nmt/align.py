@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from nmt import cli
 from nmt.alignment.export import export_alignments
-from nmt.config import AlignConfig
+from nmt.command_config import AlignConfig
 
 
 @hydra.main(config_path="../configs", config_name="align", version_base="1.3")

@@ -6,6 +6,7 @@ checkpoint intact. Loaded with `weights_only=True`: only tensors and plain Pytho
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,61 @@ from nmt.files import atomic_output
 from nmt.model.build import build_model
 from nmt.model.seq2seq import Seq2Seq
 
+CHECKPOINT_VERSION = 2  # 1: before the version key (validation decoding under train.valid_*)
 
-def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """Write `payload` to `path` atomically."""
+
+@dataclass
+class Checkpoint:
+    """What a checkpoint file holds: stored as a plain dict of these fields (tensors and Python
+    values only, so `torch.load(weights_only=True)` reads it). `best.pt` and `last.pt` are both
+    complete: the model, the resolved run config and the subword models make a checkpoint
+    self-contained; the optimiser, scheduler, training state and every process's random
+    generators let a run continue exactly (`train.resume`)."""
+
+    model: dict[str, torch.Tensor]
+    config: dict[str, Any]
+    src_spm: torch.Tensor  # sentencepiece model bytes as uint8 (`bytes_tensor`)
+    tgt_spm: torch.Tensor
+    step: int = 0
+    epoch: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)  # of the validation it was written at
+    best_bleu: float = -1.0
+    n_params: int = 0
+    optimizer: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None
+    train_state: dict[str, Any] | None = None  # nmt.trainer.TrainingState as a dict
+    rng: list[Any] | None = None  # nmt.resume.rng_state() of each training process
+    version: int = CHECKPOINT_VERSION
+
+    def payload(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
+    """Write a checkpoint to `path` atomically."""
     with atomic_output(path, "wb") as f:
-        torch.save(payload, f)
+        torch.save(checkpoint.payload(), f)
 
 
-def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by `save_checkpoint`; a missing, corrupt or incomplete file is a UserError."""
+def _migrate(payload: dict[str, Any], version: int) -> None:
+    """Bring an older payload to the current version, in place."""
+    if version < 2 and isinstance(payload.get("config"), dict) and isinstance(payload["config"].get("train"), dict):
+        train, data = payload["config"]["train"], payload["config"].get("data") or {}
+        decode = {new: train.pop(old) for old, new in (("valid_beam_size", "beam_size"), ("valid_alpha", "alpha"),
+                  ("valid_max_len_ratio", "max_len_ratio"), ("valid_max_len_extra", "max_len_extra")) if old in train}
+        if isinstance(data.get("batch_tokens"), int):
+            decode["batch_tokens"] = 2 * data["batch_tokens"]  # what version 1 validated with
+        train["decode"] = decode
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (dict,), "config": (dict,), "src_spm": (torch.Tensor, bytes), "tgt_spm": (torch.Tensor, bytes),
+}
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
+    """Read a checkpoint written by `save_checkpoint` (of this version or an older one); a missing,
+    corrupt, incomplete or newer checkpoint is a UserError naming it."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: checkpoint not found")
@@ -42,12 +89,19 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> dic
         ) from err
     if not isinstance(payload, dict):
         raise UserError(f"{path}: not a checkpoint of nmt.train (it holds a {type(payload).__name__}, not a mapping)")
-    for key, kind in (("model", dict), ("config", dict), ("src_spm", torch.Tensor), ("tgt_spm", torch.Tensor)):
+    version = payload.get("version", 1)
+    if not isinstance(version, int) or not 1 <= version <= CHECKPOINT_VERSION:
+        raise UserError(
+            f"{path}: checkpoint version {version!r}; this nmt reads versions 1 to {CHECKPOINT_VERSION} (a newer nmt wrote it?)"
+        )
+    _migrate(payload, version)
+    for key, kinds in _TYPES.items():
         if key not in payload:
             raise UserError(f"{path}: checkpoint lacks '{key}'")
-        if not isinstance(payload[key], kind) and not (kind is torch.Tensor and isinstance(payload[key], bytes)):
-            raise UserError(f"{path}: checkpoint's '{key}' is a {type(payload[key]).__name__}, expected a {kind.__name__}")
-    return payload
+        if not isinstance(payload[key], kinds):
+            raise UserError(f"{path}: checkpoint's '{key}' is a {type(payload[key]).__name__}, expected a {kinds[0].__name__}")
+    known = {f.name for f in fields(Checkpoint)}
+    return Checkpoint(**{k: v for k, v in payload.items() if k in known and k != "version"})
 
 
 def bytes_tensor(data: bytes) -> torch.Tensor:
@@ -60,10 +114,10 @@ def tensor_bytes(value: torch.Tensor | bytes) -> bytes:
     return value if isinstance(value, bytes) else value.numpy().tobytes()
 
 
-def config_from_checkpoint(payload: dict[str, Any], path: str | Path = "checkpoint") -> Config:
+def config_from_checkpoint(checkpoint: Checkpoint, path: str | Path = "checkpoint") -> Config:
     """The run's config, validated against the current schema."""
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(Config), payload["config"])
+        merged = OmegaConf.merge(OmegaConf.structured(Config), checkpoint.config)
         config = OmegaConf.to_object(merged)
     except (OmegaConfBaseException, ValueError, TypeError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -77,25 +131,25 @@ def config_from_checkpoint(payload: dict[str, Any], path: str | Path = "checkpoi
     return config
 
 
-def tokenizers_from_checkpoint(payload: dict[str, Any], path: str | Path = "checkpoint") -> tuple[Tokenizer, Tokenizer]:
+def tokenizers_from_checkpoint(checkpoint: Checkpoint, path: str | Path = "checkpoint") -> tuple[Tokenizer, Tokenizer]:
     """The source and target sentencepiece models stored in a checkpoint."""
     try:
-        return Tokenizer(tensor_bytes(payload["src_spm"])), Tokenizer(tensor_bytes(payload["tgt_spm"]))
+        return Tokenizer(tensor_bytes(checkpoint.src_spm)), Tokenizer(tensor_bytes(checkpoint.tgt_spm))
     except (RuntimeError, TypeError, ValueError) as err:
         raise UserError(f"{path}: the checkpoint's subword models are not valid sentencepiece models ({err})") from None
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Seq2Seq, Config, Tokenizer, Tokenizer]:
     """Rebuild a trained model from a checkpoint -> (model in eval mode, config, src tokenizer, tgt tokenizer)."""
-    payload = load_checkpoint(path, device)
-    cfg = config_from_checkpoint(payload, path)
-    src_tok, tgt_tok = tokenizers_from_checkpoint(payload, path)
+    checkpoint = load_checkpoint(path, device)
+    cfg = config_from_checkpoint(checkpoint, path)
+    src_tok, tgt_tok = tokenizers_from_checkpoint(checkpoint, path)
     try:
         model = build_model(cfg.model, len(src_tok), len(tgt_tok))
     except UserError as err:
         raise UserError(f"{path}: {err}") from None
     try:
-        model.load_state_dict(payload["model"])
+        model.load_state_dict(checkpoint.model)
     except (RuntimeError, TypeError, AttributeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: weights do not fit the model its config describes ({first})") from None

@@ -22,7 +22,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from nmt.config import register_configs
+from nmt.command_config import CONFIGS, register_configs
+from nmt.config import Config
 from nmt.config_checks import check_settings
 from nmt.errors import UserError
 
@@ -112,3 +113,14 @@ def quiet_libraries(progress: bool) -> None:
         datasets.enable_progress_bars()
     else:
         datasets.disable_progress_bars()
+
+
+def compose_train_config(overrides: list[str]) -> Config:
+    """The training config `configs/config.yaml` with Hydra overrides, as `nmt.train` composes it,
+    checked (for scripts that take the same overrides without being Hydra apps)."""
+    from hydra import compose, initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    return typed_config(cfg, Config)

@@ -1,8 +1,11 @@
-"""Structured config schemas, registered in Hydra's ConfigStore.
+"""Structured config schemas of training; the other commands' schemas, which reuse these pieces,
+are in `nmt.command_config`, and both are registered in Hydra's ConfigStore there.
 
-Every key a user can set lives here, typed. Hydra merges the YAML files in `configs/` into these
-dataclasses, so a misspelt key or a value outside an enum fails loudly with the key's name and,
-for enums, the valid choices. No logic lives here: builders read these objects.
+Every setting is declared once, here, typed, with its one default and (for numbers) its valid
+range; the YAML files in `configs/` only name variants (presets) and never restate a default.
+Hydra merges them into these dataclasses, so a misspelt key or a value outside an enum fails
+loudly with the key's name and, for enums, the valid choices. No logic lives here: builders read
+these objects, and `nmt.config_checks` checks them.
 """
 
 from __future__ import annotations
@@ -10,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple
-
-from hydra.core.config_store import ConfigStore
 
 
 class Range(NamedTuple):
@@ -190,6 +191,23 @@ class ModelConfig:
 
 
 @dataclass
+class DecodeConfig:
+    """How a model translates: training's validation and final test (`train.decode`), evaluation,
+    alignment and translation (`decode`) all read these settings from this one schema."""
+
+    beam_size: int = num(5, ge=1)  # 1 = greedy search (no length penalty)
+    alpha: float = num(0.6, ge=0)  # GNMT length penalty ((5 + |Y|) / 6) ** alpha of the beam search
+    max_len_ratio: float = num(1.5, ge=0)  # outputs stop at ratio * source length + extra tokens
+    max_len_extra: int = num(10, ge=0)
+    batch_tokens: int = num(6000, ge=1)  # source tokens per decoding batch
+
+
+def greedy() -> DecodeConfig:
+    """Greedy decoding (the default of validation and of alignment of free translations)."""
+    return DecodeConfig(beam_size=1)
+
+
+@dataclass
 class TrainConfig:
     lr: float = num(1e-3, ge=0)
     weight_decay: float = num(0.0, ge=0)
@@ -203,16 +221,13 @@ class TrainConfig:
     early_stopping_patience: int = num(6, ge=1)
     max_steps: int = num(0, ge=0)  # 0 = no limit
     max_epochs: int = num(0, ge=0)  # 0 = no limit
-    max_minutes: float = num(0.0, ge=0)  # wall-clock budget; 0 = no limit
-    valid_every: int = num(500, ge=1)  # steps
+    max_minutes: float = num(60.0, ge=0)  # wall-clock budget; 0 = no limit
+    valid_every: int = num(400, ge=1)  # steps
     # Stop as soon as the validation exact match reaches this fraction (0 = never); for toy tasks.
     stop_at_exact_match: float = num(0.0, ge=0, le=1)
     # Evaluate the best checkpoint on the test split when training ends (into metrics.json).
     test_at_end: bool = True
-    valid_beam_size: int = num(1, ge=1)  # 1 = greedy validation BLEU (and test at the end); > 1: beam search
-    valid_alpha: float = num(0.6, ge=0)  # length penalty of that beam search
-    valid_max_len_ratio: float = num(1.5, ge=0)
-    valid_max_len_extra: int = num(10, ge=0)
+    decode: DecodeConfig = field(default_factory=greedy)  # validation BLEU and the test at the end
     log_every: int = num(50, ge=1)
     device: str = "auto"  # auto (CUDA when present, else CPU) | cpu | cuda | cuda:N
     threads: int = num(0, ge=0)  # torch intra-op threads; 0 = all cores
@@ -236,90 +251,10 @@ class LogConfig:
 
 @dataclass
 class Config:
+    """The training config (`nmt.train`, `nmt.data`): its defaults are the default run."""
+
     seed: int = num(42, ge=0, lt=2**32)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     log: LogConfig = field(default_factory=LogConfig)
-
-
-@dataclass
-class EvalConfig:
-    ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
-    runs_dir: str = "outputs"
-    split: str = "test"  # train | valid | test, or a file prefix `{prefix}.{lang}`
-    beam_size: int = num(5, ge=1)  # 1 = greedy
-    alpha: float = num(0.6, ge=0)  # GNMT length penalty of the beam search
-    batch_tokens: int = num(6000, ge=1)
-    max_len_ratio: float = num(1.5, ge=0)
-    max_len_extra: int = num(10, ge=0)
-    device: str = "auto"  # auto: CUDA when present, else CPU
-    output: str | None = None  # hypotheses file; default next to the checkpoint
-
-
-@dataclass
-class AlignOptions:
-    split: str = "test"  # train | valid | test, or a file prefix `{prefix}.{lang}`
-    src: str | None = None  # or any two line-aligned files (both must be given)
-    tgt: str | None = None
-    forced: bool = True  # teacher forcing on the given target; false: the model's own translation
-    out: str | None = None  # output folder; default `align-{split}` beside the checkpoint
-    threshold: float | None = num(None, gt=0, le=1)  # also link every word pair with weight >= threshold
-    gold: str | None = None  # Pharaoh gold alignments; default: `{prefix}.gold` beside the split, if any
-    gold_one_based: bool = False
-    heatmaps: int = num(20, ge=0)  # heatmaps/NNNN.png and report.html for the first N sentences
-    batch_tokens: int = num(6000, ge=1)
-
-
-@dataclass
-class AlignConfig:
-    ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
-    runs_dir: str = "outputs"
-    device: str = "auto"  # auto: CUDA when present, else CPU
-    align: AlignOptions = field(default_factory=AlignOptions)
-
-
-@dataclass
-class DecodeOptions:
-    beam_size: int = num(5, ge=1)  # 1 = greedy
-    alpha: float = num(0.6, ge=0)  # GNMT length penalty
-    n_best: int = num(1, ge=1)  # > 1: lines `i ||| translation ||| score`, n per input line
-    show_alignment: bool = False  # append a tab and the Pharaoh word alignment
-    max_len_ratio: float = num(1.5, ge=0)
-    max_len_extra: int = num(10, ge=0)
-    max_input_len: int = num(0, ge=0)  # source tokens (with EOS); longer lines are truncated with a warning; 0 = data.max_len
-    lines_per_batch: int = num(64, ge=1)  # lines read, translated and written at a time (streaming)
-
-
-@dataclass
-class TranslateConfig:
-    ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
-    runs_dir: str = "outputs"
-    input: str | None = None  # default: standard input
-    output: str | None = None  # default: standard output
-    device: str = "auto"  # auto: CUDA when present, else CPU
-    decode: DecodeOptions = field(default_factory=DecodeOptions)
-
-
-def register_configs() -> None:
-    """Register the schemas so YAML files in `configs/` are validated against them."""
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=Config)
-    cs.store(name="base_eval", node=EvalConfig)
-    cs.store(name="base_align", node=AlignConfig)
-    cs.store(name="base_translate", node=TranslateConfig)
-
-
-def compose_train_config(overrides: list[str]) -> Config:
-    """The training config `configs/config.yaml` with Hydra overrides, as `nmt.train` composes it,
-    validated (for scripts that take the same overrides without being Hydra apps)."""
-    from pathlib import Path
-
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "configs"), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose(config_name="config", overrides=overrides))
-    assert isinstance(cfg, Config)
-    return cfg

@@ -16,17 +16,8 @@ from typing import Any
 
 import torch
 
-from nmt.config import (
-    AlignConfig,
-    Config,
-    CorpusSource,
-    EvalConfig,
-    Mode,
-    ModelConfig,
-    Range,
-    Score,
-    TranslateConfig,
-)
+from nmt.command_config import AlignConfig, EvalConfig, TranslateConfig
+from nmt.config import Config, CorpusSource, Mode, ModelConfig, Range, Score
 from nmt.errors import UserError
 
 

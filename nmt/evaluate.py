@@ -10,7 +10,7 @@ import hydra
 from omegaconf import DictConfig
 
 from nmt import cli
-from nmt.config import EvalConfig
+from nmt.command_config import EvalConfig
 from nmt.evaluation import evaluate_checkpoint
 
 

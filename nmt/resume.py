@@ -1,4 +1,5 @@
-"""Continuing a run (`train.resume`) and starting from another model (`train.init_from`).
+"""Owning a run directory, continuing a run (`train.resume`) and starting from another model
+(`train.init_from`).
 
 A resumed run must be indistinguishable from one that never stopped: `checkpoints/last.pt`
 holds, besides the model and optimiser, the RNG states (dropout, Gumbel noise and REINFORCE
@@ -9,8 +10,13 @@ checkpoint still loads with `weights_only=True`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import random
+import socket
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +24,10 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from nmt.checkpoint import load_checkpoint, tensor_bytes
+from nmt.checkpoint import Checkpoint, load_checkpoint, tensor_bytes
 from nmt.config import Config
 from nmt.errors import UserError
+from nmt.files import Busy, file_lock, remove_orphans
 from nmt.model.seq2seq import Seq2Seq
 
 log = logging.getLogger(__name__)
@@ -29,6 +36,59 @@ log = logging.getLogger(__name__)
 # `train.*` may differ (e.g. a larger max_minutes to continue a finished run).
 _MUST_MATCH = ("seed", "data", "model")
 _MAY_DIFFER = {"data.batch_tokens", "data.cache_dir", "data.url", "data.dir"}
+
+
+@dataclass
+class TrainingState:
+    """The loop's counters. All of it but `stop` goes into every checkpoint, so that a resumed run
+    continues exactly where the checkpoint was written."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of the current epoch already trained on
+    best_bleu: float = -1.0
+    best: dict[str, float] = field(default_factory=dict)  # the best validation's metrics and step
+    bad_validations: int = 0  # since the best one (early stopping)
+    elapsed_s: float = 0.0  # training wall-clock time, over every resumption
+    nonfinite_in_row: int = 0
+    skipped_steps: int = 0
+    stop: str = ""  # why training stopped ("" while it runs)
+
+    def saved(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "stop"}
+
+    @classmethod
+    def restored(cls, saved: dict[str, Any]) -> TrainingState:
+        names = {f.name for f in fields(cls)} - {"stop"}
+        return cls(**{k: v for k, v in saved.items() if k in names})
+
+    @property
+    def minutes(self) -> float:
+        return self.elapsed_s / 60
+
+
+class RunDirectoryBusy(UserError):
+    log_to_run = False  # the run directory's log belongs to the training that holds it
+
+
+@contextlib.contextmanager
+def hold_run_dir(run_dir: Path) -> Iterator[None]:
+    """Hold the lock of `run_dir` for the whole training (released however the process ends, so a
+    killed run leaves nothing that blocks `train.resume=auto`), and clear the temporary files a
+    killed run left in its checkpoints folder."""
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(file_lock(run_dir / ".lock", wait=False, note=f"process {os.getpid()} on {socket.gethostname()}"))
+    except Busy as busy:
+        raise RunDirectoryBusy(
+            f"{run_dir}: another training ({busy.holder or 'another process'}) is running in this run directory; "
+            "wait for it to end, or choose another hydra.run.dir"
+        ) from None
+    with stack:
+        if (run_dir / "checkpoints").is_dir():
+            for path in remove_orphans(run_dir / "checkpoints"):
+                log.info("removed %s, left by a run that was killed while writing it", path)
+        yield
 
 
 def rng_state() -> dict[str, Any]:
@@ -100,19 +160,19 @@ def _differences(prefix: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
     return [] if old == new else [(prefix, old, new)]
 
 
-def check_same_vocabulary(payload: dict[str, Any], src_proto: bytes, tgt_proto: bytes, what: str) -> None:
+def check_same_vocabulary(checkpoint: Checkpoint, src_proto: bytes, tgt_proto: bytes, what: str) -> None:
     """Token ids must mean the same pieces: the checkpoint's subword models must be this run's."""
-    if tensor_bytes(payload["src_spm"]) != src_proto or tensor_bytes(payload["tgt_spm"]) != tgt_proto:
+    if tensor_bytes(checkpoint.src_spm) != src_proto or tensor_bytes(checkpoint.tgt_spm) != tgt_proto:
         raise UserError(f"{what}: the checkpoint's subword vocabulary differs from this run's data")
 
 
 def init_weights(model: Seq2Seq, path: str, src_proto: bytes, tgt_proto: bytes) -> None:
     """`train.init_from`: copy another run's weights into `model` (a new run: fresh optimiser, step 0)."""
-    payload = load_checkpoint(path)
-    check_same_vocabulary(payload, src_proto, tgt_proto, f"train.init_from={path}")
+    checkpoint = load_checkpoint(path)
+    check_same_vocabulary(checkpoint, src_proto, tgt_proto, f"train.init_from={path}")
     try:
-        model.load_state_dict(payload["model"])
+        model.load_state_dict(checkpoint.model)
     except RuntimeError as err:
         first = str(err).strip().splitlines()
         raise UserError(f"train.init_from={path}: weights do not fit this model ({' '.join(first[:3])})") from None
-    log.info("initialised weights from %s (step %s)", path, payload.get("step"))
+    log.info("initialised weights from %s (step %s)", path, checkpoint.step)

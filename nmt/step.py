@@ -26,11 +26,7 @@ def batch_loss(
     real = batch.tgt_out != PAD
     out = (forward or model)(batch.src, batch.src_lens, batch.tgt_in, positions=real)
     loss, nll = smoothed_cross_entropy(out.logits, batch.tgt_out[real], label_smoothing)
-    # Reward of a sentence for stochastic attention: its mean target log-likelihood.
-    token_ll = torch.zeros(real.shape, dtype=nll.dtype, device=nll.device).masked_scatter(real, -nll)
-    reward = token_ll.sum(1) / real.sum(1)
-    aux = model.decoder.attention.auxiliary_loss(out.memory, reward, real)
-    return loss, (aux if aux is not None else loss.new_zeros(())), out.logits.size(0)
+    return loss, model.auxiliary_loss(out, nll, real), out.logits.size(0)
 
 
 class StepResult(NamedTuple):

@@ -42,7 +42,7 @@ def main(cfg: DictConfig) -> float:
     cli.quiet_libraries(config.train.progress)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     state = train(config, run_dir, on_start=lambda: save_hydra_record(cfg, run_dir) if env_rank() == 0 else None)
-    return float(state["best_bleu"])
+    return state.best_bleu
 
 
 def worker_overrides(rank: int) -> list[str]:

@@ -9,15 +9,17 @@ import datasets
 import torch
 
 from nmt.alignment.aer import alignment_error_rate
-from nmt.alignment.extract import SentenceAlignment, attention_statistics, forced_alignments, word_links
+from nmt.alignment.extract import attention_statistics, forced_alignments
 from nmt.alignment.pharaoh import read_pharaoh
+from nmt.alignment.words import SentenceAlignment, word_links
 from nmt.config import Config
 from nmt.data.batching import BatchSampler
 from nmt.data.corpus import gold_alignment_file
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import PAD
+from nmt.decoding import translate_dataset
 from nmt.errors import UserError
-from nmt.evaluation import score_translations, translate_dataset
+from nmt.evaluation import score_translations
 from nmt.loss import smoothed_cross_entropy
 from nmt.model.seq2seq import Seq2Seq
 
@@ -27,7 +29,7 @@ def validate(model: Seq2Seq, ds: datasets.Dataset, data: PreparedData, cfg: Conf
     """All validation metrics of the current model on the validation split `ds` (encoded, its
     sources fit to the model: `nmt.evaluation.fit_sources`)."""
     model.eval()
-    batch_tokens = cfg.data.batch_tokens * 2
+    batch_tokens = cfg.train.decode.batch_tokens
     sampler = BatchSampler(ds, batch_tokens, shuffle=False)
     total = entropy = peak = 0.0
     tokens = rows = 0
@@ -39,11 +41,7 @@ def validate(model: Seq2Seq, ds: datasets.Dataset, data: PreparedData, cfg: Conf
         tokens += int(real.sum())
         e, m, n = attention_statistics(out.alphas, real)
         entropy, peak, rows = entropy + e, peak + m, rows + n
-    tc = cfg.train
-    hyps, _ = translate_dataset(
-        model, ds, data.tgt_tokenizer, batch_tokens, tc.valid_max_len_ratio, tc.valid_max_len_extra, device,
-        tc.valid_beam_size, tc.valid_alpha,
-    )
+    hyps, _ = translate_dataset(model, ds, data.tgt_tokenizer, cfg.train.decode, device)
     scores = score_translations(hyps, list(ds["tgt"]))
     loss = total / max(tokens, 1)
     metrics = {

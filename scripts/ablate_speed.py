@@ -10,6 +10,7 @@ over `--repeats` passes over `--batches` typical batches); docs/performance.md q
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import sys
 import time
@@ -19,19 +20,26 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nmt.config import CellType, DataConfig, ModelConfig  # noqa: E402
-from nmt.data.batching import Batch, BatchSampler  # noqa: E402
-from nmt.data.prepare import prepare  # noqa: E402
-from nmt.data.tokenizer import PAD  # noqa: E402
-from nmt.model.build import build_model  # noqa: E402
-from nmt.model.reference import reference_loss  # noqa: E402
-from nmt.model.seq2seq import Seq2Seq  # noqa: E402
-from nmt.runtime import configure_allocator, seed_everything, set_threads  # noqa: E402
-from nmt.step import batch_loss  # noqa: E402
+from nmt.config import CellType, DataConfig, ModelConfig
+from nmt.data.batching import Batch, BatchSampler
+from nmt.data.prepare import prepare
+from nmt.data.tokenizer import PAD
+from nmt.model.build import build_model
+from nmt.model.seq2seq import Seq2Seq
+from nmt.runtime import configure_allocator, seed_everything, set_threads
+from nmt.step import batch_loss
 
 EPS = 0.1
+
+
+def _reference_loss() -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The test oracle, `tests/reference_model.py` (not part of the package): equations 1-5 step by step."""
+    path = Path(__file__).resolve().parents[1] / "tests" / "reference_model.py"
+    spec = importlib.util.spec_from_file_location("reference_model", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reference_loss  # type: ignore[no-any-return]
 
 
 def optimised(model: Seq2Seq, batch: Batch) -> torch.Tensor:
@@ -52,8 +60,8 @@ def all_positions(model: Seq2Seq, batch: Batch) -> torch.Tensor:
 
 
 def reference(model: Seq2Seq, batch: Batch) -> torch.Tensor:
-    """The plain step-by-step implementation (nmt.model.reference): nothing hoisted."""
-    return reference_loss(model, batch.src, batch.src_lens, batch.tgt_in, batch.tgt_out, CellType.gru, EPS)[0]
+    """The plain step-by-step implementation (tests/reference_model.py): nothing hoisted."""
+    return _reference_loss()(model, batch.src, batch.src_lens, batch.tgt_in, batch.tgt_out, CellType.gru, EPS)[0]
 
 
 def bf16(model: Seq2Seq, batch: Batch) -> torch.Tensor:

@@ -11,7 +11,7 @@ rm -rf "$out" && mkdir -p "$out"
 for task in copy reverse; do
   "$PY" -m nmt.train -m +experiment=toy "data=toy_$task" \
     model.attention.score=dot,general,additive,location,scaled_dot \
-    +mode=soft,hard_gumbel,hard_reinforce,local_m,local_p \
+    model/attention=soft,hard_gumbel,hard_reinforce,local_m,local_p \
     train.threads=1 "hydra.sweep.dir=$out/$task" "$@" > "$out/$task.log" 2>&1 &
 done
 wait

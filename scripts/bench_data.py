@@ -20,17 +20,14 @@ import os
 import platform
 import resource
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nmt.config import CorpusSource, DataConfig  # noqa: E402
-from nmt.data.prepare import prepare  # noqa: E402
+from nmt.config import CorpusSource, DataConfig
+from nmt.data.prepare import prepare
 
 SYLLABLES = np.array(["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "an", "el", "or", "ub", "sch", "ei", "au", "ng"])
 

@@ -21,19 +21,16 @@ import resource
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nmt.config import compose_train_config  # noqa: E402
-from nmt.data.batching import BatchSampler  # noqa: E402
-from nmt.data.tokenizer import PAD  # noqa: E402
-from nmt.model.build import build_model  # noqa: E402
-from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads  # noqa: E402
-from nmt.step import batch_loss, train_step  # noqa: E402
+from nmt.cli import compose_train_config
+from nmt.data.batching import BatchSampler
+from nmt.data.tokenizer import PAD
+from nmt.model.build import build_model
+from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads
+from nmt.step import batch_loss, train_step
 
 
 def matmul_flops(threads: int, size: int = 2048, repeats: int = 10, dtype: torch.dtype = torch.float32) -> float:

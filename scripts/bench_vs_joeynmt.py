@@ -31,12 +31,11 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from nmt.config import DataConfig
+from nmt.data.corpus import split_files
+from nmt.data.prepare import prepare
 
-from nmt.config import DataConfig  # noqa: E402
-from nmt.data.corpus import split_files  # noqa: E402
-from nmt.data.prepare import prepare  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODEL = ["data.batch_sentences=64", "data.batch_tokens=1000000", "train.lr=0.001"]
 RSS = "import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]).returncode; print('PEAK_RSS_KIB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r)"  # noqa: E501

@@ -20,18 +20,15 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nmt.config import CorpusSource, DataConfig, ModelConfig, SubwordModel, ToyTask  # noqa: E402
-from nmt.data.batching import BatchSampler  # noqa: E402
-from nmt.data.prepare import prepare  # noqa: E402
-from nmt.model.build import build_model  # noqa: E402
-from nmt.runtime import autocast_dtype, resolve_device, seed_everything  # noqa: E402
-from nmt.step import train_step  # noqa: E402
+from nmt.config import CorpusSource, DataConfig, ModelConfig, SubwordModel, ToyTask
+from nmt.data.batching import BatchSampler
+from nmt.data.prepare import prepare
+from nmt.model.build import build_model
+from nmt.runtime import autocast_dtype, resolve_device, seed_everything
+from nmt.step import train_step
 
 
 def losses(device: torch.device, precision: str, batches: list, vocab: int, steps: int) -> tuple[list[float], float]:

@@ -9,21 +9,17 @@ backward, optimiser). Prints a Markdown table; docs/performance.md quotes it.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nmt.config import compose_train_config  # noqa: E402
-from nmt.data.batching import BatchSampler  # noqa: E402
-from nmt.data.prepare import prepare  # noqa: E402
-from nmt.model.build import build_model  # noqa: E402
-from nmt.runtime import configure_allocator, seed_everything, set_threads  # noqa: E402
-from nmt.step import batch_loss  # noqa: E402
+from nmt.cli import compose_train_config
+from nmt.data.batching import BatchSampler
+from nmt.data.prepare import prepare
+from nmt.model.build import build_model
+from nmt.runtime import configure_allocator, seed_everything, set_threads
+from nmt.step import batch_loss
 
 
 def main() -> None:

@@ -39,8 +39,9 @@ class CliRunner:
                                      text=True, env={**os.environ, **(env or {})})
 
     def run(self, module: str, args: list[str], timeout: float = 60, stdin: bytes = b"") -> Result:
+        """`python -m module args` with this process's environment, `stdin` as its input."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        request = {"module": module, "args": args, "timeout": timeout, "stdin": stdin.decode("latin-1")}
+        request = {"module": module, "args": args, "timeout": timeout, "stdin": stdin.decode("latin-1"), "env": dict(os.environ)}
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         answer = json.loads(self.proc.stdout.readline())
@@ -55,6 +56,8 @@ class CliRunner:
 def _child(request: dict, out: str, err: str, inp: str) -> None:
     """In the forked child: become `python -m module args` and exit with its status."""
     os.setsid()  # its own process group: a timeout kills whatever it started too
+    os.environ.clear()
+    os.environ.update(request["env"])
     for fd, path, flags in ((0, inp, os.O_RDONLY), (1, out, os.O_WRONLY), (2, err, os.O_WRONLY)):
         os.dup2(os.open(path, flags), fd)
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from cli_runner import CliRunner, Result
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from nmt.config import Config, register_configs
+from nmt.command_config import register_configs
+from nmt.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -65,16 +68,26 @@ def train_toy(workdir: Path, task: str, extra: list[str]) -> Path:
     cfg = compose_config(toy_overrides(workdir, task=task, tiny=False) + TOY_TRAIN + extra)
     start = time.monotonic()
     state = train(cfg, workdir / "run")
-    (workdir / "run" / "train_seconds.txt").write_text(f"{time.monotonic() - start:.1f}\n{state['best']}\n")
+    (workdir / "run" / "train_seconds.txt").write_text(f"{time.monotonic() - start:.1f}\n{state.best}\n")
     return workdir / "run"
 
 
-def cli(module: str, args: list[str], timeout: float = 300, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    """Run `python -m module args` from the repository root, as a user does."""
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kwargs)  # type: ignore[call-overload]
+@functools.cache
+def _runner() -> CliRunner:
+    runner = CliRunner(ROOT)
+    atexit.register(runner.close)
+    return runner
 
 
-def assert_user_error(proc: subprocess.CompletedProcess[str], message: str) -> None:
+def cli(module: str, args: list[str], timeout: float = 300, input: str = "") -> Result:
+    """Run `python -m module args` from the repository root, as a user does (through the forking
+    runner of `cli_runner.py`: a fresh process per command, without the import time)."""
+    result = _runner().run(module, args, timeout=timeout, stdin=input.encode())
+    assert not result.timed_out, f"python -m {module} did not finish in {timeout} s: {result.stderr[-2000:]}"
+    return result
+
+
+def assert_user_error(proc: Result | subprocess.CompletedProcess[str], message: str) -> None:
     """Exit code 2 and one line on stderr, `error: ...` containing `message`; no traceback."""
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
@@ -101,7 +114,7 @@ CUSTOM = ["data=custom", "data.src_lang=xx", "data.tgt_lang=yy", "data.vocab_siz
           "data.max_len=8", "train.max_steps=2", "train.valid_every=2", "train.progress=false", "train.threads=1", *TINY_MODEL]
 
 
-def train_cli(workdir: Path, extra: list[str] | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def train_cli(workdir: Path, extra: list[str] | None = None, timeout: float = 300) -> Result:
     """`python -m nmt.train` on the custom corpus in `workdir/corpus`, run folder `workdir/run`."""
     return cli("nmt.train", [*CUSTOM, f"data.dir={workdir / 'corpus'}", f"data.cache_dir={workdir / 'prepared'}",
-                             f"hydra.run.dir={workdir / 'run'}", *(extra or [])], **kwargs)
+                             f"hydra.run.dir={workdir / 'run'}", *(extra or [])], timeout=timeout)

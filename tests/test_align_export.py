@@ -33,7 +33,7 @@ def test_tensorboard_holds_heatmaps_at_every_validation_and_attention_scalars(tr
     assert aer[-1] < aer[0]
 
 
-@pytest.mark.parametrize("fixture", ["trained_toy", "trained_toy_copy"])
+@pytest.mark.parametrize("fixture", ["trained_toy", pytest.param("trained_toy_copy", marks=pytest.mark.slow)])
 def test_make_align_with_gold_gives_low_aer(fixture: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     run_dir: Path = request.getfixturevalue(fixture)
     ckpt = run_dir / "checkpoints" / "best.pt"
@@ -66,10 +66,10 @@ def test_make_align_with_gold_gives_low_aer(fixture: str, request: pytest.Fixtur
 
 def test_free_alignment_of_the_models_own_translation(trained_toy: Path, tmp_path: Path) -> None:
     from nmt.alignment.export import export_alignments
-    from nmt.config import AlignConfig, AlignOptions
+    from nmt.command_config import AlignConfig, AlignOptions
 
     scores = export_alignments(AlignConfig(ckpt=str(trained_toy / "checkpoints" / "best.pt"),
-                               align=AlignOptions(split="test", forced=False, out=str(tmp_path), heatmaps=1)))
+                               split="test", align=AlignOptions(forced=False, out=str(tmp_path), heatmaps=1)))
     assert scores["forced"] is False and scores["aer"] <= 0.1  # it translates (nearly) perfectly
 
 

@@ -102,7 +102,7 @@ def test_non_finite_losses_are_skipped_then_stop_training(workdir: Path, monkeyp
 
     monkeypatch.setattr(step_module, "batch_loss", poisoned)
     state = train(compose_config(base + ["train.max_steps=8"]), workdir / "a")
-    assert state["step"] == 8 and state["skipped_steps"] == 2
+    assert state.step == 8 and state.skipped_steps == 2
     weights = torch.load(workdir / "a" / "checkpoints" / "last.pt", weights_only=True)["model"]
     assert all(torch.isfinite(w).all() for w in weights.values())
     assert json.loads((workdir / "a" / "metrics.json").read_text())["skipped_steps"] == 2

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from support import ROOT, TINY_MODEL, compose_config, toy_overrides
+from support import TINY_MODEL, Result, cli, compose_config, toy_overrides
 
 from nmt.trainer import train
 
 
-def run(args: list[str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def run(args: list[str], timeout: int = 300) -> Result:
+    return cli(args[0], args[1:], timeout=timeout)
 
 
 def test_train_then_evaluate_from_the_command_line(workdir: Path) -> None:
@@ -57,9 +55,9 @@ def test_default_multi30k_pipeline_trains_a_few_steps(workdir: Path) -> None:
     """The default corpus end to end (tiny model, small vocabulary, 3 steps): no error, real BLEU."""
     cfg = compose_config([
         f"data.cache_dir={workdir / 'prepared'}", "data.vocab_size=1000", "train.max_steps=3",
-        "train.valid_every=3", "train.progress=false", "train.valid_max_len_extra=2", "train.valid_max_len_ratio=1.0", "train.threads=1",
+        "train.valid_every=3", "train.progress=false", "train.decode.max_len_extra=2", "train.decode.max_len_ratio=1.0", "train.threads=1",
         *TINY_MODEL,
     ])
     state = train(cfg, workdir / "run")
-    assert state["step"] == 3 and 0.0 <= state["best"]["bleu"] < 100.0
+    assert state.step == 3 and 0.0 <= state.best["bleu"] < 100.0
     assert (workdir / "run" / "checkpoints" / "best.pt").is_file()

@@ -8,11 +8,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from support import ROOT, toy_overrides
 
 from nmt.checkpoint import load_checkpoint
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_keep_identical_replicas_and_write_one_run(workdir: Path) -> None:
     run_dir = workdir / "run"
     scratch_before = set(Path(tempfile.gettempdir()).glob("nmt-rank*"))
@@ -33,5 +35,5 @@ def test_torchrun_two_processes_keep_identical_replicas_and_write_one_run(workdi
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.pt", "last.pt"]
     log = (run_dir / "train.log").read_text()
     assert "2 process(es)" in log and log.count("step 3 valid:") == 1
-    assert len(load_checkpoint(run_dir / "checkpoints" / "last.pt")["rng"]) == 2  # each rank's generators
+    assert len(load_checkpoint(run_dir / "checkpoints" / "last.pt").rng or []) == 2  # each rank's generators
     assert set(Path(tempfile.gettempdir()).glob("nmt-rank*")) == scratch_before

@@ -15,8 +15,8 @@ import pytest
 import torch
 from support import ROOT, TINY_MODEL, assert_user_error, cli, compose_config, good_corpus, toy_overrides, train_cli, write_split
 
-from nmt.checkpoint import load_checkpoint, save_checkpoint
-from nmt.config import EvalConfig
+from nmt.command_config import EvalConfig
+from nmt.config import DecodeConfig
 from nmt.evaluation import evaluate_checkpoint
 from nmt.files import file_lock
 
@@ -143,6 +143,7 @@ def test_two_processes_preparing_one_cache_both_succeed(workdir: Path) -> None:
     assert not list(folder.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_preparation_waits_for_the_process_holding_the_cache(workdir: Path) -> None:
     overrides = toy_overrides(workdir, task="copy", n_train=100)
     first = cli("nmt.data", overrides)
@@ -167,7 +168,7 @@ def test_preparation_waits_for_the_process_holding_the_cache(workdir: Path) -> N
 def test_evaluation_outputs_are_atomic_when_the_disk_fills(trained_toy: Path, tmp_path: Path) -> None:
     ckpt = tmp_path / "best.pt"
     ckpt.write_bytes((trained_toy / "checkpoints" / "best.pt").read_bytes())
-    cfg = EvalConfig(ckpt=str(ckpt), split="test", beam_size=1)
+    cfg = EvalConfig(ckpt=str(ckpt), split="test", decode=DecodeConfig(beam_size=1))
     evaluate_checkpoint(cfg)  # a complete first evaluation (and a warm cache)
     hyp, report = tmp_path / "best.test.hyp", tmp_path / "best.test.json"
     before = hyp.read_bytes(), report.read_bytes()
@@ -195,7 +196,7 @@ def test_evaluation_outputs_are_atomic_when_the_disk_fills(trained_toy: Path, tm
     ("missing_model", "checkpoint lacks 'model'"),
 ])
 def test_loadable_but_broken_checkpoints_are_one_line(trained_toy: Path, tmp_path: Path, damage: str, message: str) -> None:
-    payload = load_checkpoint(trained_toy / "checkpoints" / "best.pt")
+    payload = torch.load(trained_toy / "checkpoints" / "best.pt", weights_only=True)
     if damage == "config_not_a_mapping":
         payload["config"] = "model: big"
     elif damage == "config_bad_value":
@@ -205,7 +206,7 @@ def test_loadable_but_broken_checkpoints_are_one_line(trained_toy: Path, tmp_pat
     elif damage == "missing_model":
         del payload["model"]
     ckpt = tmp_path / "broken.pt"
-    save_checkpoint(ckpt, [payload] if damage == "not_a_dict" else payload)  # type: ignore[arg-type]
+    torch.save([payload] if damage == "not_a_dict" else payload, ckpt)
     (tmp_path / "in.txt").write_text("w1 w2\n")
     for module, args in (("nmt.evaluate", []), ("nmt.translate", [f"input={tmp_path / 'in.txt'}"]), ("nmt.align", [])):
         assert_user_error(cli(module, [f"ckpt={ckpt}", *args]), f"{ckpt}: {message}")
@@ -251,10 +252,10 @@ def test_location_model_evaluates_and_aligns_sources_over_its_limit(workdir: Pat
     proc = cli("nmt.train", overrides)
     assert proc.returncode == 0, proc.stderr[-2000:]
     ckpt = run / "checkpoints" / "best.pt"
-    evaluation = cli("nmt.evaluate", [f"ckpt={ckpt}", "split=test", "beam_size=2"])
+    evaluation = cli("nmt.evaluate", [f"ckpt={ckpt}", "split=test", "decode.beam_size=2"])
     assert evaluation.returncode == 0, evaluation.stderr[-2000:]
     assert "source sentences longer than the model's limit of 16 tokens were truncated" in evaluation.stdout + evaluation.stderr
-    align = cli("nmt.align", [f"ckpt={ckpt}", "align.split=test", f"align.out={workdir / 'align'}"])
+    align = cli("nmt.align", [f"ckpt={ckpt}", "split=test", f"align.out={workdir / 'align'}"])
     assert align.returncode == 0, align.stderr[-2000:]
     assert "AER" in align.stdout
     long_line = " ".join(f"w{k % 10}" for k in range(30))

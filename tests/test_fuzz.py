@@ -237,7 +237,7 @@ def test_drawn_checkpoint_damage(runner: CliRunner, base_checkpoint: Path, data:
         ckpt.parent.mkdir()
         write_damaged(original, ckpt, kind, how)
         (folder / "in.txt").write_text("w1 w2 w3\nw4\n")
-        args = {"nmt.evaluate": ["split=test", "beam_size=2"],
+        args = {"nmt.evaluate": ["split=test", "decode.beam_size=2"],
                 "nmt.translate": [f"input={folder / 'in.txt'}", f"output={folder / 'out.txt'}"],
                 "nmt.align": [f"align.out={folder / 'align'}", "align.heatmaps=1"]}[command]
         result = runner.run(command, [f"ckpt={ckpt}", *args], timeout=TIMEOUT)

@@ -18,17 +18,23 @@ SCORES = ["dot", "general", "additive", "location", "scaled_dot"]
 MODES = ["soft", "hard_gumbel", "hard_reinforce", "local_m", "local_p"]
 
 
-@pytest.mark.parametrize(("score", "mode"), list(itertools.product(SCORES, MODES)))
+# Two variants in the fast suite (the default, and the one with most parts: location + local-p);
+# all 25 with `make test-all`.
+FAST = {("additive", "soft"), ("location", "local_p")}
+VARIANTS = [pytest.param(s, m, marks=() if (s, m) in FAST else pytest.mark.slow) for s, m in itertools.product(SCORES, MODES)]
+
+
+@pytest.mark.parametrize(("score", "mode"), VARIANTS)
 def test_every_variant_learns_on_toy_copy(tmp_path_factory: pytest.TempPathFactory, score: str, mode: str) -> None:
     workdir = tmp_path_factory.getbasetemp() / "grid"  # one toy corpus for the whole grid
     run_dir = tmp_path_factory.mktemp(f"{score}-{mode}")
     cfg = compose_config([
         *toy_overrides(workdir, task="copy", n_train=1000, tiny=False), "+experiment=toy", f"model.attention.score={score}",
-        f"+mode={mode}", "train.max_steps=80", "train.log_every=10", "train.valid_every=80", "train.test_at_end=false",
+        f"model/attention={mode}", "train.max_steps=80", "train.log_every=10", "train.valid_every=80", "train.test_at_end=false",
         "train.stop_at_exact_match=0", "data.batch_tokens=600",
     ])
     state = train(cfg, run_dir)
-    assert state["step"] == 80
+    assert state.step == 80
     acc = EventAccumulator(str(run_dir / "tensorboard"))
     acc.Reload()
     losses = [e.value for e in acc.Scalars("train/loss")]
@@ -45,6 +51,9 @@ PRESETS = {  # preset -> (score, mode, sub-variant, attends from)
     "scaled_dot": ("scaled_dot", "soft", "", "previous"),
     "hard_gumbel": ("additive", "hard", "gumbel", "previous"),
     "hard_reinforce": ("additive", "hard", "reinforce", "previous"),
+    "soft": ("additive", "soft", "", "previous"),
+    "local_m": ("additive", "local", "monotonic", "previous"),
+    "local_p": ("additive", "local", "predictive", "previous"),
 }
 
 
@@ -61,6 +70,7 @@ def test_every_preset_composes_and_plain_keys_override_it(preset: str) -> None:
     assert overridden.score.value == "location" and overridden.mode.value == PRESETS[preset][1]
 
 
+@pytest.mark.slow
 def test_the_grid_trains_a_few_steps_on_a_multi30k_slice(tmp_path: Path) -> None:
     """All 25 variants, as one Hydra multirun on 400 Multi30k pairs: each job runs and writes metrics."""
     corpus = tmp_path / "m30k"
@@ -73,8 +83,8 @@ def test_the_grid_trains_a_few_steps_on_a_multi30k_slice(tmp_path: Path) -> None
     proc = subprocess.run([
         sys.executable, "-m", "nmt.train", "-m", "data=custom", f"data.dir={corpus}", "data.src_lang=de",
         "data.tgt_lang=en", "data.vocab_size=300", f"data.cache_dir={tmp_path / 'prepared'}", *TINY_MODEL,
-        f"model.attention.score={','.join(SCORES)}", f"+mode={','.join(MODES)}", "train.max_steps=2",
-        "train.valid_every=2", "train.progress=false", "train.threads=1", "train.valid_max_len_extra=2", "train.valid_max_len_ratio=1.0",
+        f"model.attention.score={','.join(SCORES)}", f"model/attention={','.join(MODES)}", "train.max_steps=2",
+        "train.valid_every=2", "train.progress=false", "train.threads=1", "train.decode.max_len_extra=2", "train.decode.max_len_ratio=1.0",
         f"hydra.sweep.dir={sweep}",
     ], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,16 +1,16 @@
 """The optimised decoder against the plain, step-by-step reference of SPEC equations 1-5
-(`nmt.model.reference`): same weights, same random draws -> the same loss and gradients, for
+(`tests/reference_model.py`): same weights, same random draws -> the same loss and gradients, for
 every score and mode, both decoder orders and both cells."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from reference_model import reference_loss
 
 from nmt.config import AttendFrom, CellType, HardEstimator, LocalVariant, Mode, ModelConfig, Score
 from nmt.data.tokenizer import BOS, EOS, PAD
 from nmt.model.build import build_model
-from nmt.model.reference import reference_loss
 from nmt.model.seq2seq import Seq2Seq
 from nmt.step import batch_loss
 

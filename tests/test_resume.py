@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from support import ROOT, compose_config, toy_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -33,6 +34,7 @@ def step_losses(run_dir: Path) -> dict[int, float]:
     return {e.step: e.value for e in acc.Scalars("train/loss")}
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(workdir: Path) -> None:
     whole = workdir / "whole"
     proc = subprocess.run(train_cmd(workdir, whole, []), cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -49,27 +51,27 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(workdir: Path) -> None
     os.kill(killed.pid, signal.SIGKILL)
     killed.wait()
     saved = load_checkpoint(last)
-    assert 10 <= saved["step"] < STEPS and "rng" in saved and "train_state" in saved
+    assert 10 <= saved.step < STEPS and saved.rng and saved.train_state
 
     proc = subprocess.run(train_cmd(workdir, cut, ["train.resume=auto"]), cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert f"resumed {last} at step {saved['step']}" in (cut / "train.log").read_text()
+    assert f"resumed {last} at step {saved.step}" in (cut / "train.log").read_text()
 
     reference, resumed = step_losses(whole), step_losses(cut)
     assert sorted(resumed) == list(range(1, STEPS + 1)) == sorted(reference)
     for step in range(1, STEPS + 1):
         assert abs(resumed[step] - reference[step]) < 1e-5, (step, resumed[step], reference[step])
-    assert load_checkpoint(cut / "checkpoints" / "last.pt")["step"] == STEPS
+    assert load_checkpoint(cut / "checkpoints" / "last.pt").step == STEPS
     best_cut, best_whole = load_checkpoint(cut / "checkpoints" / "best.pt"), load_checkpoint(whole / "checkpoints" / "best.pt")
-    assert best_cut["step"] == best_whole["step"] and best_cut["best_bleu"] == best_whole["best_bleu"]
-    for name, tensor in best_whole["model"].items():
-        torch.testing.assert_close(best_cut["model"][name], tensor, rtol=1e-5, atol=1e-6)
+    assert best_cut.step == best_whole.step and best_cut.best_bleu == best_whole.best_bleu
+    for name, tensor in best_whole.model.items():
+        torch.testing.assert_close(best_cut.model[name], tensor, rtol=1e-5, atol=1e-6)
 
 
 def test_resume_auto_without_a_checkpoint_starts_afresh_and_a_missing_path_is_an_error(workdir: Path) -> None:
     cfg = compose_config(toy_overrides(workdir, task="copy", n_train=200) + ["train.max_steps=2", "train.valid_every=2",
                                                                           "train.test_at_end=false", "train.resume=auto"])
-    assert train(cfg, workdir / "fresh")["step"] == 2
+    assert train(cfg, workdir / "fresh").step == 2
     proc = subprocess.run(train_cmd(workdir, workdir / "other", [f"train.resume={workdir / 'nowhere'}"]),
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
@@ -81,8 +83,8 @@ def test_resume_of_a_finished_run_with_a_larger_budget_continues_its_step_count(
     run_dir = workdir / "run"
     train(compose_config(base + ["train.max_steps=3"]), run_dir)
     state = train(compose_config(base + ["train.max_steps=6", "train.resume=auto"]), run_dir)
-    assert state["step"] == 6
-    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 6
+    assert state.step == 6
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt").step == 6
 
 
 def test_init_from_copies_weights_into_a_new_run(workdir: Path) -> None:
@@ -90,7 +92,7 @@ def test_init_from_copies_weights_into_a_new_run(workdir: Path) -> None:
     train(compose_config(base), workdir / "a")
     source = workdir / "a" / "checkpoints" / "last.pt"
     state = train(compose_config(base + [f"train.init_from={source}", "train.lr=0"]), workdir / "b")
-    assert state["step"] == 3  # a new run: counts from 0
-    before, after = load_checkpoint(source)["model"], load_checkpoint(workdir / "b" / "checkpoints" / "last.pt")["model"]
+    assert state.step == 3  # a new run: counts from 0
+    before, after = load_checkpoint(source).model, load_checkpoint(workdir / "b" / "checkpoints" / "last.pt").model
     for name, tensor in before.items():  # lr 0: the weights are exactly the ones copied in
         assert torch.equal(after[name], tensor), name

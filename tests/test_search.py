@@ -72,7 +72,7 @@ def test_hard_and_local_modes_decode_with_beams(mode: str) -> None:
     from nmt.model.build import build_model
 
     torch.manual_seed(0)
-    cfg = compose_config([*TINY_MODEL, f"+mode={mode}", "model.attention.window=1"])
+    cfg = compose_config([*TINY_MODEL, f"model/attention={mode}", "model.attention.window=1"])
     model = build_model(cfg.model, 30, 30).eval()
     src = torch.randint(4, 30, (3, 9))
     src[:, -1] = 3

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt.config import EvalConfig
+from nmt.command_config import EvalConfig
 from nmt.evaluation import evaluate_checkpoint
 
 

@@ -6,12 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import ROOT
+from support import ROOT, Result, cli
 
 
-def translate(ckpt: Path, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nmt.translate", f"ckpt={ckpt}", *args], cwd=ROOT,
-                          input=stdin, capture_output=True, text=True, timeout=300)
+def translate(ckpt: Path, args: list[str], stdin: str = "") -> Result:
+    return cli("nmt.translate", [f"ckpt={ckpt}", *args], input=stdin)
 
 
 def test_line_alignment_with_empty_and_very_long_lines(trained_toy: Path, tmp_path: Path) -> None:

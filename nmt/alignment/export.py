@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from nmt.alignment.aer import alignment_error_rate
-from nmt.alignment.extract import forced_alignments, free_alignments, word_links
+from nmt.alignment.extract import forced_alignments, free_alignments
 from nmt.alignment.pharaoh import read_pharaoh
 from nmt.alignment.report import write_export
+from nmt.alignment.words import word_links
 from nmt.checkpoint import checkpoint_path, load_model
-from nmt.config import AlignConfig
+from nmt.command_config import AlignConfig
 from nmt.data.corpus import gold_alignment_file, load_parallel_files, load_split, split_prefix
 from nmt.data.prepare import encode_pairs
-from nmt.evaluation import fit_sources
+from nmt.decoding import fit_sources
 from nmt.files import atomic_write_text
 from nmt.runtime import resolve_device
 
@@ -32,15 +33,15 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
     if opts.src and opts.tgt:
         raw, name, gold = load_parallel_files(Path(opts.src), Path(opts.tgt)), Path(opts.src).stem, None
     else:
-        raw, name = load_split(run_cfg.data, opts.split), Path(split_prefix(run_cfg.data, opts.split)).name
-        gold = gold_alignment_file(run_cfg.data, opts.split)
+        raw, name = load_split(run_cfg.data, cfg.split), Path(split_prefix(run_cfg.data, cfg.split)).name
+        gold = gold_alignment_file(run_cfg.data, cfg.split)
     gold = Path(opts.gold) if opts.gold else gold
     key = f"align-{ckpt.stat().st_mtime_ns}-{name}-{len(raw)}"
     ds = fit_sources(encode_pairs(raw, src_tok, tgt_tok, key), model, key, name)
     if opts.forced:
-        alignments, targets = forced_alignments(model, ds, src_tok, tgt_tok, opts.batch_tokens, device), list(raw["tgt"])
+        alignments, targets = forced_alignments(model, ds, src_tok, tgt_tok, cfg.decode.batch_tokens, device), list(raw["tgt"])
     else:
-        alignments, targets = free_alignments(model, ds, src_tok, tgt_tok, opts.batch_tokens, device)
+        alignments, targets = free_alignments(model, ds, src_tok, tgt_tok, cfg.decode, device)
     links = word_links(alignments, opts.threshold)
     scores: dict[str, Any] = {"checkpoint": str(ckpt), "data": name, "sentences": len(alignments),
                               "forced": opts.forced, "threshold": opts.threshold}

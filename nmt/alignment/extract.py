@@ -3,40 +3,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import datasets
-import numpy as np
 import torch
 
-from nmt.alignment.pharaoh import Link, hard_links
-from nmt.alignment.words import merge_to_words, words_of
+from nmt.alignment.words import EOS_PIECE, SentenceAlignment
+from nmt.config import DecodeConfig
 from nmt.data.batching import BatchSampler, RaggedIds
 from nmt.data.tokenizer import PAD, Tokenizer
-from nmt.evaluation import translate_dataset
+from nmt.decoding import translate_dataset
 from nmt.model.seq2seq import Seq2Seq
-
-EOS_PIECE = "</s>"
-
-
-@dataclass
-class SentenceAlignment:
-    """matrix (len(tgt_pieces), len(src_pieces)): rows = target pieces then EOS, columns =
-    source pieces then EOS; each row is the attention of the step that predicted that token."""
-
-    src_pieces: list[str]
-    tgt_pieces: list[str]
-    matrix: np.ndarray
-
-    def words(self) -> tuple[list[str], list[str], np.ndarray]:
-        """(source words, target words, word matrix (target words, source words)); EOS dropped."""
-        src, tgt = self.src_pieces[:-1], self.tgt_pieces[:-1]
-        return words_of(src), words_of(tgt), merge_to_words(self.matrix, src, tgt)
-
-
-def word_links(alignments: list[SentenceAlignment], threshold: float | None = None) -> list[list[Link]]:
-    """Hard word links (Pharaoh) of each sentence's merged word matrix."""
-    return [hard_links(a.words()[2], threshold) for a in alignments]
 
 
 def attention_statistics(alphas: torch.Tensor, rows: torch.Tensor) -> tuple[float, float, int]:
@@ -72,11 +47,10 @@ def forced_alignments(
 
 @torch.no_grad()
 def free_alignments(
-    model: Seq2Seq, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer,
-    batch_tokens: int, device: torch.device, ratio: float = 1.5, extra: int = 10,
+    model: Seq2Seq, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, opts: DecodeConfig, device: torch.device,
 ) -> tuple[list[SentenceAlignment], list[str]]:
-    """Alignments of the model's own greedy translations -> (alignments, detokenized translations)."""
-    texts, hyps = translate_dataset(model, ds, tgt_tok, batch_tokens, ratio, extra, device)
+    """Alignments of the model's own translations (as `opts` decodes) -> (alignments, detokenized translations)."""
+    texts, hyps = translate_dataset(model, ds, tgt_tok, opts, device)
     src_ids = RaggedIds(ds, "src_ids")
     alignments = [
         SentenceAlignment(src_tok.pieces(src_ids[k][:-1].tolist()) + [EOS_PIECE], tgt_tok.pieces(h.ids) + [EOS_PIECE],

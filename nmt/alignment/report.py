@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nmt.alignment.extract import SentenceAlignment
 from nmt.alignment.heatmap import figure_png, heatmap_figure
 from nmt.alignment.pharaoh import Link, format_links
+from nmt.alignment.words import SentenceAlignment
 from nmt.files import atomic_output, atomic_write_bytes, atomic_write_text
 
 

@@ -1,4 +1,5 @@
-"""Merge a subword attention matrix into a word matrix, using sentencepiece word boundaries.
+"""Merge a subword attention matrix into a word matrix, using sentencepiece word boundaries; a
+sentence pair's alignment (`SentenceAlignment`) and its hard word links.
 
 A piece that starts with the sentencepiece space marker begins a new word. The weight of a source
 word is the sum over its pieces (attention mass is additive over positions); the row of a target
@@ -8,7 +9,11 @@ to no word: their row/column is dropped, so word rows may sum to less than 1.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from nmt.alignment.pharaoh import Link, hard_links
 
 SPACE = "\u2581"  # sentencepiece's word-boundary marker
 
@@ -38,3 +43,26 @@ def merge_to_words(matrix: np.ndarray, src_pieces: list[str], tgt_pieces: list[s
     by_src = np.stack([pieces[:, g].sum(1) for g in src_groups], 1) if src_groups else np.zeros((len(tgt_pieces), 0))
     rows = [by_src[g].mean(0) for g in tgt_groups]
     return np.stack(rows, 0) if rows else np.zeros((0, len(src_groups)))
+
+
+EOS_PIECE = "</s>"
+
+
+@dataclass
+class SentenceAlignment:
+    """matrix (len(tgt_pieces), len(src_pieces)): rows = target pieces then EOS, columns =
+    source pieces then EOS; each row is the attention of the step that predicted that token."""
+
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    matrix: np.ndarray
+
+    def words(self) -> tuple[list[str], list[str], np.ndarray]:
+        """(source words, target words, word matrix (target words, source words)); EOS dropped."""
+        src, tgt = self.src_pieces[:-1], self.tgt_pieces[:-1]
+        return words_of(src), words_of(tgt), merge_to_words(self.matrix, src, tgt)
+
+
+def word_links(alignments: list[SentenceAlignment], threshold: float | None = None) -> list[list[Link]]:
+    """Hard word links (Pharaoh) of each sentence's merged word matrix."""
+    return [hard_links(a.words()[2], threshold) for a in alignments]

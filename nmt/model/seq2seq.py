@@ -61,6 +61,16 @@ class Seq2Seq(nn.Module):
             features = features[positions]
         return Seq2SeqOutput(self.decoder.generator(features), alphas, memory)
 
+    def auxiliary_loss(self, out: Seq2SeqOutput, token_nll: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """The attention block's own training losses (REINFORCE's score-function term, the coverage
+        penalty), summed over real target steps; 0 when it has none. token_nll (N,): the negative
+        log-likelihood of the N real target tokens, where real (B, T) is True. Stochastic attention
+        is rewarded per sentence by its mean target log-likelihood."""
+        token_ll = torch.zeros(real.shape, dtype=token_nll.dtype, device=token_nll.device).masked_scatter(real, -token_nll)
+        reward = token_ll.sum(1) / real.sum(1)
+        aux = self.decoder.attention.auxiliary_loss(out.memory, reward, real)
+        return aux if aux is not None else token_nll.new_zeros(())
+
     def attention_matrices(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Forced alignment: teacher forcing on a known target, without the vocabulary projection.
         src (B, S), tgt_in (B, T) = BOS y_1..y_n -> alphas (B, T, S): one row per target token and

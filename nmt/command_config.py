@@ -1,0 +1,78 @@
+"""Structured config schemas of the commands that work on a trained checkpoint (`nmt.evaluate`,
+`nmt.align`, `nmt.translate`), and the registration of every schema in Hydra's ConfigStore.
+
+They share their settings by composition, never by repeating them: the checkpoint and device
+(`CheckpointCommand`), the split (`SplitCommand`) and the decoding settings (`nmt.config.DecodeConfig`,
+the same schema training's validation uses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra.core.config_store import ConfigStore
+
+from nmt.config import Config, DecodeConfig, greedy, num
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@dataclass
+class CheckpointCommand:
+    ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
+    runs_dir: str = "outputs"
+    device: str = "auto"  # auto: CUDA when present, else CPU
+
+
+@dataclass
+class SplitCommand(CheckpointCommand):
+    split: str = "test"  # train | valid | test, or a file prefix `{prefix}.{lang}`
+
+
+@dataclass
+class EvalConfig(SplitCommand):
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    output: str | None = None  # hypotheses file; default next to the checkpoint
+
+
+@dataclass
+class AlignOptions:
+    src: str | None = None  # instead of the split, any two line-aligned files (both must be given)
+    tgt: str | None = None
+    forced: bool = True  # teacher forcing on the given target; false: the model's own translation (`decode`)
+    out: str | None = None  # output folder; default `align-{split}` beside the checkpoint
+    threshold: float | None = num(None, gt=0, le=1)  # also link every word pair with weight >= threshold
+    gold: str | None = None  # Pharaoh gold alignments; default: `{prefix}.gold` beside the split, if any
+    gold_one_based: bool = False
+    heatmaps: int = num(20, ge=0)  # heatmaps/NNNN.png and report.html for the first N sentences
+
+
+@dataclass
+class AlignConfig(SplitCommand):
+    decode: DecodeConfig = field(default_factory=greedy)  # batches, and the free translation (align.forced=false)
+    align: AlignOptions = field(default_factory=AlignOptions)
+
+
+@dataclass
+class TranslateOptions(DecodeConfig):
+    n_best: int = num(1, ge=1)  # > 1: lines `i ||| translation ||| score`, n per input line
+    show_alignment: bool = False  # append a tab and the Pharaoh word alignment
+    max_input_len: int = num(0, ge=0)  # source tokens (with EOS); longer lines are truncated with a warning; 0 = data.max_len
+    lines_per_batch: int = num(64, ge=1)  # lines read, translated and written at a time (streaming)
+
+
+@dataclass
+class TranslateConfig(CheckpointCommand):
+    input: str | None = None  # default: standard input
+    output: str | None = None  # default: standard output
+    decode: TranslateOptions = field(default_factory=TranslateOptions)
+
+
+def register_configs() -> None:
+    """Register the schemas so YAML files in `configs/` are validated against them."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    cs.store(name="base_eval", node=EvalConfig)
+    cs.store(name="base_align", node=AlignConfig)
+    cs.store(name="base_translate", node=TranslateConfig)
