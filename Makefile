@@ -9,7 +9,7 @@ CKPT ?=
 SPLIT ?= test
 BEAM ?= 5
 
-.PHONY: help install data train eval align tensorboard test test-all fuzz lint bench bench-joeynmt
+.PHONY: help install data aligner train eval align tensorboard test test-all fuzz lint bench bench-joeynmt
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -22,6 +22,9 @@ install: ## Create .venv and install the package (CPU torch first) with dev tool
 
 data: ## Prepare the default corpus (sentencepiece + encoded splits); ARGS="data=..." for another
 	$(PYTHON) -m nmt.data $(ARGS)
+
+aligner: ## Reference word alignments of the corpus (eflomal, both directions, symmetrised); needs pip install -e '.[align]'
+	$(PYTHON) -m nmt.aligner $(ARGS)
 
 train: ## Train the default model (Multi30k de->en, 60 min budget); ARGS="key=value ..." overrides
 	$(PYTHON) -m nmt.train $(ARGS)

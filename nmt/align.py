@@ -3,7 +3,9 @@
 Reads the attention of a trained model as word alignment, forced on the given target (default) or
 on the model's own translation (`align.forced=false`), and writes into `align.out`:
 matrices.jsonl, matrices_word.jsonl, alignments.pharaoh, heatmaps/NNNN.png, report.html, and with
-gold alignments (Pharaoh, `i-j` sure, `ipj` possible) precision, recall and AER in scores.json.
+gold alignments (Pharaoh, `i-j` sure, `ipj` possible), or else the statistical aligner's links
+(`make aligner`), precision, recall and AER in scores.json, beside the diagonal baseline's.
+`align.reverse_ckpt=PATH` adds a target->source model's links, symmetrised (`align.symmetrize`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ def main(cfg: DictConfig) -> None:
     cli.quiet_libraries(progress=False)
     scores = export_alignments(config)
     if "aer" in scores:
+        against = "gold" if scores["reference"] == "gold" else "agreement with eflomal's grow-diag-final-and links, not gold"
+        diagonal = scores["diagonal"]
         print(f"{scores['data']}: precision {scores['precision']:.4f}  recall {scores['recall']:.4f}  AER {scores['aer']:.4f}"
-              f"  (gold: {scores['gold']})")
+              f"  ({against}: {scores['reference_file']}); diagonal baseline AER {diagonal['aer']:.4f}")
     print(f"wrote {scores['sentences']} alignments to {scores['out']}/")
 
 

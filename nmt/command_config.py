@@ -9,6 +9,7 @@ the same schema training's validation uses).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
@@ -36,6 +37,21 @@ class EvalConfig(SplitCommand):
     output: str | None = None  # hypotheses file; default next to the checkpoint
 
 
+class Reference(str, Enum):
+    """What `nmt.align` scores the attention's links against."""
+
+    auto = "auto"  # gold alignments if the data has some, else the statistical aligner's links if cached
+    gold = "gold"
+    aligner = "aligner"  # eflomal's grow-diag-final-and links (`make aligner`): agreement, not gold
+    none = "none"
+
+
+class Symmetrize(str, Enum):
+    gdfa = "gdfa"  # grow-diag-final-and
+    intersection = "intersection"
+    union = "union"
+
+
 @dataclass
 class AlignOptions:
     src: str | None = None  # instead of the split, any two line-aligned files (both must be given)
@@ -46,6 +62,11 @@ class AlignOptions:
     gold: str | None = None  # Pharaoh gold alignments; default: `{prefix}.gold` beside the split, if any
     gold_one_based: bool = False
     heatmaps: int = num(20, ge=0)  # heatmaps/NNNN.png and report.html for the first N sentences
+    reference: Reference = Reference.auto
+    # A checkpoint trained in the reverse direction (target -> source): its attention links too,
+    # combined with this one's by `symmetrize`, as statistical aligners combine their two directions.
+    reverse_ckpt: str | None = None
+    symmetrize: Symmetrize = Symmetrize.gdfa
 
 
 @dataclass

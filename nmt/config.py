@@ -207,6 +207,23 @@ def greedy() -> DecodeConfig:
     return DecodeConfig(beam_size=1)
 
 
+class GuideDecay(str, Enum):
+    none = "none"
+    linear = "linear"  # the weight falls linearly to 0 over decay_steps
+
+
+@dataclass
+class GuidedAlignmentConfig:
+    """A loss that pulls attention toward given word alignments (nmt.alignment.guidance)."""
+
+    weight: float = num(0.0, ge=0)  # 0 = off
+    # "aligner": the statistical aligner's grow-diag-final-and links of the training split (computed
+    # and cached when missing; needs the `align` extra); or a Pharaoh file line-aligned with the training files.
+    alignments: str = "aligner"
+    decay: GuideDecay = GuideDecay.none
+    decay_steps: int = num(0, ge=0)
+
+
 @dataclass
 class TrainConfig:
     lr: float = num(1e-3, ge=0)
@@ -228,6 +245,7 @@ class TrainConfig:
     # Evaluate the best checkpoint on the test split when training ends (into metrics.json).
     test_at_end: bool = True
     decode: DecodeConfig = field(default_factory=greedy)  # validation BLEU and the test at the end
+    guided_alignment: GuidedAlignmentConfig = field(default_factory=GuidedAlignmentConfig)
     log_every: int = num(50, ge=1)
     device: str = "auto"  # auto (CUDA when present, else CPU) | cpu | cuda | cuda:N
     threads: int = num(0, ge=0)  # torch intra-op threads; 0 = all cores

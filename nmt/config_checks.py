@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from nmt.command_config import AlignConfig, EvalConfig, TranslateConfig
-from nmt.config import Config, CorpusSource, Mode, ModelConfig, Range, Score
+from nmt.config import Config, CorpusSource, GuideDecay, Mode, ModelConfig, Range, Score
 from nmt.errors import UserError
 
 
@@ -102,10 +102,26 @@ def check_train(cfg: Config) -> None:
         )
     if att.mode == Mode.local and att.window < 1:
         raise UserError(f"model.attention.window={att.window}: must be >= 1")
+    check_guided_alignment(cfg)
     check_device("train.device", cfg.train.device)
     check_file("train.init_from", cfg.train.init_from, "checkpoint")
     if cfg.train.resume not in ("", "auto") and not Path(cfg.train.resume).exists():
         raise UserError(f"train.resume={cfg.train.resume}: no checkpoint at {cfg.train.resume}")
+
+
+def check_guided_alignment(cfg: Config) -> None:
+    guide = cfg.train.guided_alignment
+    if not guide.weight:
+        return
+    if cfg.model.attention.mode == Mode.hard:
+        raise UserError(
+            "train.guided_alignment with model.attention.mode=hard: hard attention's weights are one-hot samples, whose "
+            "cross-entropy with an alignment is undefined; guide soft or local attention"
+        )
+    if guide.decay == GuideDecay.linear and guide.decay_steps < 1:
+        raise UserError(f"train.guided_alignment.decay=linear needs train.guided_alignment.decay_steps >= 1 (got {guide.decay_steps})")
+    if guide.alignments != "aligner":
+        check_file("train.guided_alignment.alignments", guide.alignments, "alignment file")
 
 
 def check_eval(cfg: EvalConfig) -> None:
@@ -121,6 +137,7 @@ def check_align(cfg: AlignConfig) -> None:
         raise UserError("align.src and align.tgt go together: give both files, or neither and align.split")
     for key in ("src", "tgt", "gold"):
         check_file(f"align.{key}", getattr(opts, key))
+    check_file("align.reverse_ckpt", opts.reverse_ckpt, "checkpoint")
 
 
 def check_translate(cfg: TranslateConfig) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nmt.alignment.aligner import aligner_links
 from nmt.alignment.export import export_alignments
 from nmt.command_config import AlignConfig, AlignOptions, EvalConfig
 from nmt.config import Config
@@ -17,7 +18,7 @@ from nmt.resume import TrainingState
 
 def write_metrics(cfg: Config, run_dir: Path, state: TrainingState, n_params: int, tokens_per_s: float, digests: list[str]) -> None:
     """Write `{run_dir}/metrics.json`; with `train.test_at_end`, evaluate the best checkpoint on
-    the test split (and its alignments, when the corpus has gold ones). `digests`: each training
+    the test split (and its alignments, when the corpus has gold ones or the aligner's links). `digests`: each training
     process's parameter digest (all equal when the data-parallel replicas stayed in sync)."""
     att = cfg.model.attention
     metrics: dict[str, Any] = {
@@ -35,9 +36,10 @@ def write_metrics(cfg: Config, run_dir: Path, state: TrainingState, n_params: in
             ckpt=best, split="test", device=cfg.train.device, decode=cfg.train.decode
         ))
         metrics["test"] = {k: report[k] for k in ("bleu", "chrf", "exact_match")}
-        if gold_alignment_file(cfg.data, "test") is not None:
+        if gold_alignment_file(cfg.data, "test") is not None or aligner_links(cfg.data, "test") is not None:
             options = AlignOptions(out=str(run_dir / "align-test"), heatmaps=4)
             align = AlignConfig(ckpt=best, split="test", device=cfg.train.device, decode=cfg.train.decode, align=options)
             scores = export_alignments(align)
-            metrics["test"].update({k: scores[k] for k in ("aer", "precision", "recall")})
+            metrics["test"].update({k: scores[k] for k in ("aer", "precision", "recall", "reference")},
+                                   diagonal_aer=scores["diagonal"]["aer"])
     atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")

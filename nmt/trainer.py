@@ -26,6 +26,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from nmt import distributed as dist
+from nmt.alignment.guidance import build_guidance, guide_weight
 from nmt.alignment.heatmap import heatmap_figure
 from nmt.checkpoint import Checkpoint, bytes_tensor, load_checkpoint, save_checkpoint
 from nmt.config import Config
@@ -58,6 +59,7 @@ class _Window:
 
     tokens: int = 0
     loss: float = 0.0
+    guided: float = 0.0
     seconds: float = 0.0
     speeds: list[float] = field(default_factory=list)  # tokens/s of every window, for the median
 
@@ -77,6 +79,7 @@ class Trainer:
             raise UserError(f"{len(self.sampler)} training batches cannot be shared by {world.size} processes; lower data.batch_tokens")
         self.model = build_model(cfg.model, len(self.data.src_tokenizer), len(self.data.tgt_tokenizer)).to(self.device)
         self.valid = fit_sources(self.data.split("valid"), self.model, f"{self.data.folder.name}-valid", "valid")
+        self.guidance = build_guidance(cfg, self.data) if tc.guided_alignment.weight else None
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -179,8 +182,11 @@ class Trainer:
         """One step on the batch of rows `index`; then logging, validation and the stop rules it calls for."""
         tc, st = self.cfg.train, self.state
         t0 = time.perf_counter()
-        result = train_step(self.model, self.optimizer, self.sampler.collate(index).to(self.device), tc.label_smoothing,
-                            tc.clip_grad_norm, self.forward, self.cast, lambda bad: dist.any_rank(bad, self.world))
+        batch = self.sampler.collate(index)
+        if self.guidance is not None:
+            batch.guide = self.guidance.batch(index, batch.src.size(1), batch.tgt_in.size(1))
+        result = train_step(self.model, self.optimizer, batch.to(self.device), tc.label_smoothing, tc.clip_grad_norm, self.forward,
+                            self.cast, lambda bad: dist.any_rank(bad, self.world), guide_weight(tc.guided_alignment, st.step))
         st.step += 1
         st.batch_in_epoch += 1
         self.bar.update(1)
@@ -202,6 +208,7 @@ class Trainer:
             st.nonfinite_in_row = 0
             self.window.tokens += result.tokens
             self.window.loss += result.loss
+            self.window.guided += result.guided
             return
         st.nonfinite_in_row += 1
         st.skipped_steps += 1
@@ -222,8 +229,11 @@ class Trainer:
             self.writer.add_scalar("train/ppl", math.exp(min(w.loss / w.tokens, 50)), step)
             self.writer.add_scalar("train/lr", self.optimizer.param_groups[0]["lr"], step)
             self.writer.add_scalar("train/tokens_per_s", speed, step)
+            if self.guidance is not None:
+                self.writer.add_scalar("train/guided_alignment", w.guided / w.tokens, step)
+                self.writer.add_scalar("train/guided_alignment_weight", guide_weight(self.cfg.train.guided_alignment, step), step)
         self.bar.set_postfix(loss=f"{w.loss / w.tokens:.3f}", tok_s=f"{speed:.0f}", ep=self.state.epoch)
-        w.tokens, w.loss, w.seconds = 0, 0.0, 0.0
+        w.tokens, w.loss, w.guided, w.seconds = 0, 0.0, 0.0, 0.0
 
     def _validate(self) -> None:
         """Validation metrics; the learning-rate schedule and the stop rules that follow them; then

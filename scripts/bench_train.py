@@ -101,7 +101,7 @@ def main() -> None:
     for index in indices[args.warmup :]:
         batch = sampler.collate(index).to(device)
         with FlopCounterMode(display=False) as counter:
-            loss, aux, n = batch_loss(model, batch, cfg.train.label_smoothing)
+            loss, aux, _, n = batch_loss(model, batch, cfg.train.label_smoothing)
             ((loss + aux) / n).backward()
         flops += counter.get_total_flops()
         model.zero_grad(set_to_none=True)

@@ -42,7 +42,7 @@ def main() -> None:
     def step(index: object, profiled: bool) -> int:
         batch = sampler.collate(index)  # type: ignore[arg-type]
         with record_function("## forward + loss"):
-            loss, aux, n = batch_loss(model, batch, cfg.train.label_smoothing)
+            loss, aux, _, n = batch_loss(model, batch, cfg.train.label_smoothing)
         optimizer.zero_grad(set_to_none=True)
         with record_function("## backward"):
             ((loss + aux) / n).backward()

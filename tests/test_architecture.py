@@ -14,7 +14,7 @@ from support import ROOT
 PACKAGE = ROOT / "nmt"
 # The command-line modules (and their shared plumbing, nmt.cli): the only ones that may print,
 # read Hydra's command line or register the schemas. Nothing else imports them.
-CLI_MODULES = {"nmt.train", "nmt.evaluate", "nmt.align", "nmt.translate", "nmt.data.__main__", "nmt.cli"}
+CLI_MODULES = {"nmt.train", "nmt.evaluate", "nmt.align", "nmt.aligner", "nmt.translate", "nmt.data.__main__", "nmt.cli"}
 MAX_FUNCTION_LINES = 60
 
 

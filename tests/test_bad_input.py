@@ -97,8 +97,8 @@ def test_non_finite_losses_are_skipped_then_stop_training(workdir: Path, monkeyp
 
     def poisoned(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         calls["n"] += 1
-        loss, aux, n = real_batch_loss(*args, **kwargs)
-        return (loss * float("nan") if calls["n"] in calls["poisoned"] else loss), aux, n
+        losses = real_batch_loss(*args, **kwargs)
+        return losses._replace(ce=losses.ce * float("nan")) if calls["n"] in calls["poisoned"] else losses
 
     monkeypatch.setattr(step_module, "batch_loss", poisoned)
     state = train(compose_config(base + ["train.max_steps=8"]), workdir / "a")

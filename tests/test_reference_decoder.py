@@ -55,7 +55,7 @@ def tiny_model(score: Score, mode: Mode, extra: dict, cell: CellType, attend_fro
 
 class _Batch:
     def __init__(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> None:
-        self.src, self.src_lens, self.tgt_in, self.tgt_out = src, src_lens, tgt_in, tgt_out
+        self.src, self.src_lens, self.tgt_in, self.tgt_out, self.guide = src, src_lens, tgt_in, tgt_out, None
 
 
 @pytest.mark.parametrize("score", list(Score))
@@ -75,7 +75,7 @@ def check(score: Score, mode: Mode, extra: dict, cell: CellType, attend_from: At
     model = tiny_model(score, mode, extra, cell, attend_from)
     src, src_lens, tgt_in, tgt_out = toy_batch()
     torch.manual_seed(7)
-    fast, _, n_tokens = batch_loss(model, _Batch(src, src_lens, tgt_in, tgt_out), 0.1)  # type: ignore[arg-type]
+    fast, _, _, n_tokens = batch_loss(model, _Batch(src, src_lens, tgt_in, tgt_out), 0.1)  # type: ignore[arg-type]
     torch.manual_seed(7)
     ref, ref_alphas = reference_loss(model, src, src_lens, tgt_in, tgt_out, cell, 0.1)
     assert n_tokens == int((tgt_out != PAD).sum())
@@ -84,13 +84,13 @@ def check(score: Score, mode: Mode, extra: dict, cell: CellType, attend_from: At
     alphas = model.attention_matrices(src, src_lens, tgt_in)
     with torch.no_grad():  # in eval mode every mode is deterministic (hard: the argmax): no shared draws needed
         eval_loss, eval_alphas = reference_loss(model, src, src_lens, tgt_in, tgt_out, cell, 0.1)
-        fast_eval, _, _ = batch_loss(model, _Batch(src, src_lens, tgt_in, tgt_out), 0.1)  # type: ignore[arg-type]
+        fast_eval, *_ = batch_loss(model, _Batch(src, src_lens, tgt_in, tgt_out), 0.1)  # type: ignore[arg-type]
     torch.testing.assert_close(alphas, eval_alphas, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(fast_eval, eval_loss, rtol=1e-10, atol=1e-10)
     # and the gradient flows through the same graph
     model.train()
     torch.manual_seed(7)
-    fast, _, _ = batch_loss(model, _Batch(src, src_lens, tgt_in, tgt_out), 0.1)  # type: ignore[arg-type]
+    fast, *_ = batch_loss(model, _Batch(src, src_lens, tgt_in, tgt_out), 0.1)  # type: ignore[arg-type]
     fast_grads = torch.autograd.grad(fast, [p for p in model.parameters()], allow_unused=True)
     torch.manual_seed(7)
     ref, _ = reference_loss(model, src, src_lens, tgt_in, tgt_out, cell, 0.1)

@@ -66,3 +66,13 @@ class SentenceAlignment:
 def word_links(alignments: list[SentenceAlignment], threshold: float | None = None) -> list[list[Link]]:
     """Hard word links (Pharaoh) of each sentence's merged word matrix."""
     return [hard_links(a.words()[2], threshold) for a in alignments]
+
+
+def diagonal_links(alignments: list[SentenceAlignment]) -> list[list[Link]]:
+    """The baseline that knows nothing but lengths: target word j linked to the source word at the
+    same relative position, floor((j + 1/2) |src| / |tgt|)."""
+    out = []
+    for a in alignments:
+        n_src, n_tgt = len(word_groups(a.src_pieces[:-1])), len(word_groups(a.tgt_pieces[:-1]))
+        out.append([(min(n_src - 1, int((j + 0.5) * n_src / n_tgt)), j) for j in range(n_tgt)] if n_src else [])
+    return out

@@ -34,17 +34,20 @@ class RaggedIds:
 @dataclass
 class Batch:
     """A padded batch. `src`: (B, S) ids ending in EOS; `src_lens`: (B,);
-    `tgt_in`: (B, T) = BOS y_1..y_n; `tgt_out`: (B, T) = y_1..y_n EOS; `index`: (B,) row numbers."""
+    `tgt_in`: (B, T) = BOS y_1..y_n; `tgt_out`: (B, T) = y_1..y_n EOS; `index`: (B,) row numbers;
+    `guide`: (B, T, S) attention targets of guided alignment, when training uses it."""
 
     src: torch.Tensor
     src_lens: torch.Tensor
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
     index: np.ndarray
+    guide: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> Batch:
         src, src_lens, tgt_in, tgt_out = (t.to(device, non_blocking=True) for t in (self.src, self.src_lens, self.tgt_in, self.tgt_out))
-        return Batch(src, src_lens, tgt_in, tgt_out, self.index)
+        guide = self.guide.to(device, non_blocking=True) if self.guide is not None else None
+        return Batch(src, src_lens, tgt_in, tgt_out, self.index, guide)
 
 
 class BatchSampler:

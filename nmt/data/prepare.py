@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 # Keys that do not change what is prepared.
 _NOT_IN_KEY = ("batch_tokens", "batch_sentences", "cache_dir", "url")
+# What a prepared folder holds; a change (2: the `line` column) prepares every corpus anew.
+_FORMAT = 2
 
 
 @dataclass
@@ -91,6 +93,7 @@ class PreparedData:
 def cache_key(cfg: DataConfig) -> str:
     """Hash of everything that determines the prepared data."""
     fields = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
+    fields["format"] = _FORMAT
     if cfg.source != CorpusSource.hub:
         stamps = []
         for split in ("train", "valid", "test"):
@@ -106,11 +109,17 @@ def cache_key(cfg: DataConfig) -> str:
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
+def prepared_folder(cfg: DataConfig) -> Path:
+    """The cache folder of a corpus: everything prepared from it (subword models, encoded splits,
+    a statistical aligner's links) lives here, keyed by the data config and the files' stamps."""
+    return Path(cfg.cache_dir) / f"{cfg.name}-{cache_key(cfg)}"
+
+
 def prepare(cfg: DataConfig) -> PreparedData:
     """Train (or load) the subword model(s) and return the prepared corpus. Safe when several
     processes prepare the same corpus at once: the first fills the cache, the others wait for it
     (a lock on the cache folder) and then reuse what it wrote."""
-    folder = Path(cfg.cache_dir) / f"{cfg.name}-{cache_key(cfg)}"
+    folder = prepared_folder(cfg)
     models = {"src": folder / "src.model", "tgt": folder / "tgt.model"}
     if not models["tgt"].exists():
         with _preparing(folder):
@@ -180,14 +189,15 @@ def encode_split(data: PreparedData, name: str, path: Path) -> None:
 
 
 def encode_pairs(raw: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, key: str) -> datasets.Dataset:
-    """Add `src_ids` (ending in EOS) and `tgt_ids` to a Dataset of `src`, `tgt` texts.
-    `key` names the result in datasets' cache (the tokenizers cannot be hashed)."""
+    """Add `src_ids` (ending in EOS), `tgt_ids` and `line` (the 0-based line of the pair in its
+    files, which filtering keeps) to a Dataset of `src`, `tgt` texts. `key` names the result in
+    datasets' cache (the tokenizers cannot be hashed)."""
 
-    def encode(batch: dict[str, list[str]]) -> dict[str, list[list[int]]]:
+    def encode(batch: dict[str, list[str]], lines: list[int]) -> dict[str, list]:
         src = [ids + [EOS] for ids in src_tok.encode(batch["src"])]
-        return {"src_ids": src, "tgt_ids": tgt_tok.encode(batch["tgt"])}
+        return {"src_ids": src, "tgt_ids": tgt_tok.encode(batch["tgt"]), "line": lines}
 
-    return raw.map(encode, batched=True, batch_size=2000, new_fingerprint=f"{key}-enc", desc="encode")
+    return raw.map(encode, batched=True, batch_size=2000, with_indices=True, new_fingerprint=f"{key}-enc{_FORMAT}", desc="encode")
 
 
 def truncate_sources(ds: datasets.Dataset, limit: int | None, key: str) -> tuple[datasets.Dataset, list[int]]:

@@ -1,0 +1,93 @@
+"""Guided alignment (Chen et al. 2016; Garg et al. 2019): target distributions for the attention
+of each training pair, made from word alignments (an aligner's links or any Pharaoh file).
+
+For target word j linked to source words L_j, every subword piece of j should attend uniformly
+over the pieces of the words in L_j: q_t(s) = 1 / |pieces(L_j)|. The loss is the cross-entropy
+-sum_t sum_s q_t(s) log alpha_ts, summed over the target pieces that have links (unlinked words
+and the EOS step are left free). Word j and the links' indices are whitespace words, the words
+sentencepiece marks with its boundary symbol.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+
+from nmt.alignment.aligner import align_corpus
+from nmt.alignment.pharaoh import Link, read_pharaoh
+from nmt.alignment.words import word_groups
+from nmt.config import Config, GuidedAlignmentConfig, GuideDecay
+from nmt.data.batching import RaggedIds
+from nmt.data.prepare import PreparedData
+from nmt.data.tokenizer import Tokenizer
+from nmt.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def piece_targets(src_pieces: list[str], tgt_pieces: list[str], links: set[Link]) -> np.ndarray | None:
+    """(k, 3) rows (target piece, source piece, weight) of one pair; None when the links name a
+    word the pieces do not have (the two tokenisations disagree on this sentence)."""
+    src_words, tgt_words = word_groups(src_pieces), word_groups(tgt_pieces)
+    if any(i >= len(src_words) or j >= len(tgt_words) for i, j in links):
+        return None
+    linked: dict[int, list[int]] = {}
+    for i, j in sorted(links):
+        linked.setdefault(j, []).extend(src_words[i])
+    rows = [(t, s, 1.0 / len(pieces)) for j, pieces in linked.items() for t in tgt_words[j] for s in pieces]
+    return np.asarray(rows, dtype=np.float32).reshape(-1, 3)
+
+
+class Guidance:
+    """The attention targets of every row of an encoded (filtered) training split, whose `line`
+    column gives the line of the alignment file each row comes from."""
+
+    def __init__(self, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, links: list[set[Link]]) -> None:
+        src, tgt, lines = RaggedIds(ds, "src_ids"), RaggedIds(ds, "tgt_ids"), ds.data.column("line").to_numpy()
+        self.rows: list[np.ndarray] = []
+        skipped = 0
+        for k, line in enumerate(lines):
+            targets = piece_targets(src_tok.pieces(src[k][:-1]), tgt_tok.pieces(tgt[k]), links[int(line)])
+            skipped += targets is None
+            self.rows.append(targets if targets is not None else np.zeros((0, 3), dtype=np.float32))
+        if skipped:
+            log.warning("guided alignment: %d of %d training pairs have links beyond their words and are left unguided",
+                        skipped, len(lines))
+
+    def batch(self, index: np.ndarray, src_len: int, tgt_len: int) -> torch.Tensor:
+        """The targets q (B, T, S) of the rows `index`, padded like their Batch."""
+        guide = torch.zeros(len(index), tgt_len, src_len)
+        for b, row in enumerate(index):
+            targets = self.rows[int(row)]
+            if len(targets):
+                guide[b, targets[:, 0].astype(np.int64), targets[:, 1].astype(np.int64)] = torch.from_numpy(targets[:, 2])
+        return guide
+
+
+def guided_alignment_loss(alphas: torch.Tensor, guide: torch.Tensor) -> torch.Tensor:
+    """alphas (B, T, S), guide (B, T, S) -> summed cross-entropy -sum q log alpha (a weight of 0
+    where the attention is 0, as outside a local window, gives no gradient there)."""
+    return -(guide * torch.log(alphas.float().clamp_min(1e-9))).sum()
+
+
+def build_guidance(cfg: Config, data: PreparedData) -> Guidance:
+    """The attention targets of `train.guided_alignment`: from the aligner's links of the training
+    split (computed and cached when missing) or from a Pharaoh file line-aligned with its files."""
+    opts = cfg.train.guided_alignment
+    path = align_corpus(cfg.data) / "train.gdfa" if opts.alignments == "aligner" else Path(opts.alignments)
+    links = [sure | possible for sure, possible in read_pharaoh(path)]
+    if len(links) != data.filter_stats.total:
+        raise UserError(f"{path}: {len(links)} lines of alignments for {data.filter_stats.total} training pairs")
+    log.info("guided alignment toward %s (weight %g)", path, opts.weight)
+    return Guidance(data.split("train"), data.src_tokenizer, data.tgt_tokenizer, links)
+
+
+def guide_weight(opts: GuidedAlignmentConfig, step: int) -> float:
+    """The loss weight at a step: constant, or falling linearly to 0 over `decay_steps`."""
+    if opts.decay == GuideDecay.linear:
+        return opts.weight * max(0.0, 1.0 - step / opts.decay_steps)
+    return opts.weight
