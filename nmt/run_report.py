@@ -1,10 +1,13 @@
-"""`metrics.json` of a finished run: what ran, how fast, best validation and test scores."""
+"""`metrics.json` of a finished run: what ran, how fast, best validation and test scores; the
+same, as hyper-parameters and metrics, for TensorBoard's HParams dashboard."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+
+from torch.utils.tensorboard import SummaryWriter
 
 from nmt.alignment.aligner import aligner_links
 from nmt.alignment.export import export_alignments
@@ -40,6 +43,23 @@ def write_metrics(cfg: Config, run_dir: Path, state: TrainingState, n_params: in
             options = AlignOptions(out=str(run_dir / "align-test"), heatmaps=4)
             align = AlignConfig(ckpt=best, split="test", device=cfg.train.device, decode=cfg.train.decode, align=options)
             scores = export_alignments(align)
-            metrics["test"].update({k: scores[k] for k in ("aer", "precision", "recall", "reference")},
+            metrics["test"].update({k: scores[k] for k in ("aer", "precision", "recall", "reference", "kendall_tau")},
                                    diagonal_aer=scores["diagonal"]["aer"])
     atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    write_hparams(cfg, run_dir / "tensorboard" / "hparams", metrics)
+
+
+def write_hparams(cfg: Config, folder: Path, metrics: dict[str, Any]) -> None:
+    """The run's choices and final scores for TensorBoard's HParams dashboard (one session per run;
+    `tensorboard --logdir` over several runs compares them)."""
+    att, train = cfg.model.attention, cfg.train
+    hparams = {
+        "data": cfg.data.name, "score": att.score.value, "mode": att.mode.value, "variant": metrics["variant"] or "-",
+        "attend_from": att.attend_from.value, "coverage": att.coverage, "guided_alignment": train.guided_alignment.weight,
+        "lr": train.lr, "batch_tokens": cfg.data.batch_tokens, "steps": metrics["steps"],
+    }
+    found = {f"valid/{k}": metrics["valid"].get(k) for k in ("bleu", "chrf", "attention_entropy")}
+    found.update({f"test/{k}": metrics.get("test", {}).get(k) for k in ("bleu", "chrf", "aer", "diagonal_aer", "kendall_tau")})
+    values = {k: float(v) for k, v in found.items() if isinstance(v, (int, float))}
+    with SummaryWriter(str(folder)) as writer:
+        writer.add_hparams(hparams, values, run_name=".")

@@ -17,9 +17,10 @@ import time
 import torch
 
 from nmt.checkpoint import load_model, newest_checkpoint
+from nmt.config import DecodeConfig
 from nmt.data.corpus import load_split
 from nmt.data.prepare import encode_pairs
-from nmt.evaluation import translate_dataset
+from nmt.decoding import translate_dataset
 from nmt.runtime import configure_allocator, set_threads
 
 
@@ -50,10 +51,9 @@ def main() -> None:
         times = []
         for _ in range(args.runs):
             start = time.perf_counter()
-            _, hyps = translate_dataset(
-                model, ds, tgt_tok, args.batch_tokens, args.max_len_ratio, args.max_len_extra, torch.device("cpu"), beam, args.alpha,
-                args.batch_sentences,
-            )
+            opts = DecodeConfig(beam_size=beam, alpha=args.alpha, max_len_ratio=args.max_len_ratio, max_len_extra=args.max_len_extra,
+                                batch_tokens=args.batch_tokens)
+            _, hyps = translate_dataset(model, ds, tgt_tok, opts, torch.device("cpu"), args.batch_sentences)
             times.append(time.perf_counter() - start)
         result[f"{name}_sentences_per_s"] = round(len(ds) / statistics.median(times), 1)
         result[f"{name}_seconds"] = [round(t, 2) for t in times]

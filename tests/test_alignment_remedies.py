@@ -176,3 +176,14 @@ def test_the_aligner_aligns_a_toy_corpus_and_align_scores_against_it(trained_toy
     scores = json.loads((tmp_path / "scores.json").read_text())
     assert scores["reference"] == "eflomal-gdfa" and scores["aer"] < 0.1
     assert scores["diagonal"]["aer"] < 0.1  # copying is the diagonal: the baseline agrees with eflomal as well
+
+
+def test_kendall_tau_measures_monotonicity() -> None:
+    from nmt.alignment.aer import kendall_tau, monotonicity
+
+    assert kendall_tau([0, 1, 2, 3]) == 1.0 and kendall_tau([3, 2, 1, 0]) == -1.0
+    assert kendall_tau([0, 0]) is None and kendall_tau([5]) is None
+    assert kendall_tau([0, 2, 1]) == pytest.approx(1 / 3)  # 2 concordant pairs, 1 discordant
+    assert kendall_tau([0, 1, 1]) == pytest.approx(2 / (3 * 2) ** 0.5)  # tau-b with a tie
+    # per sentence, each target word's first link; the mean over sentences where it is defined
+    assert monotonicity([[(0, 0), (1, 1), (2, 2)], [(2, 0), (1, 1), (0, 2)], [(0, 0)]]) == 0.0

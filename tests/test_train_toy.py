@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.command_config import EvalConfig
@@ -32,3 +33,13 @@ def test_checkpoints_and_tensorboard_scalars_are_written(trained_toy: Path) -> N
     assert {"train/loss", "train/ppl", "train/lr", "train/tokens_per_s", "valid/bleu", "valid/loss", "valid/exact_match"} <= tags
     losses = [e.value for e in acc.Scalars("train/loss")]
     assert losses[-1] < losses[0] / 2  # label smoothing 0.1 keeps the loss well above 0
+
+
+def test_the_run_is_in_the_hparams_dashboard(trained_toy: Path) -> None:
+    events = EventAccumulator(str(trained_toy / "tensorboard" / "hparams"))
+    events.Reload()
+    assert events.PluginTagToContent("hparams")  # the session's hyper-parameters and metric names
+    scalars = set(events.Tags()["scalars"])
+    assert {"valid/bleu", "test/bleu", "test/aer", "test/kendall_tau"} <= scalars
+    written = json.loads((trained_toy / "metrics.json").read_text())["test"]
+    assert events.Scalars("test/aer")[0].value == pytest.approx(written["aer"], rel=1e-6)

@@ -14,7 +14,7 @@ from typing import Any
 import datasets
 import torch
 
-from nmt.alignment.aer import alignment_error_rate
+from nmt.alignment.aer import alignment_error_rate, monotonicity
 from nmt.alignment.aligner import aligner_links
 from nmt.alignment.extract import forced_alignments, free_alignments
 from nmt.alignment.pharaoh import Link, read_pharaoh
@@ -107,7 +107,8 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
                                                        [set(s) for s in directions["reverse"]], opts.symmetrize.value)
     links = directions[opts.symmetrize.value if opts.reverse_ckpt else "forward"]
     scores: dict[str, Any] = {"checkpoint": str(ckpt), "data": name, "sentences": len(alignments), "forced": opts.forced,
-                              "threshold": opts.threshold, "links": opts.symmetrize.value if opts.reverse_ckpt else "forward"}
+                              "threshold": opts.threshold, "links": opts.symmetrize.value if opts.reverse_ckpt else "forward",
+                              "kendall_tau": monotonicity(links)}
     reference = find_reference(cfg, run_cfg, split)
     if reference is not None:
         scores.update(scores_against(reference, links, alignments))
