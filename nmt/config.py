@@ -207,6 +207,14 @@ def greedy() -> DecodeConfig:
     return DecodeConfig(beam_size=1)
 
 
+class Schedule(str, Enum):
+    """How the learning rate changes (nmt.schedule)."""
+
+    plateau = "plateau"  # halved (lr_decay_factor) after lr_decay_patience validations without a better BLEU
+    linear = "linear"  # warm-up, then linearly down to min_lr at the end of the budget
+    cosine = "cosine"  # warm-up, then a half cosine down to min_lr at the end of the budget
+
+
 class GuideDecay(str, Enum):
     none = "none"
     linear = "linear"  # the weight falls linearly to 0 over decay_steps
@@ -230,7 +238,9 @@ class TrainConfig:
     weight_decay: float = num(0.0, ge=0)
     clip_grad_norm: float = num(1.0, ge=0)  # 0 = no clipping
     label_smoothing: float = num(0.1, ge=0, lt=1)
-    # Learning-rate decay on plateau of the validation BLEU.
+    schedule: Schedule = Schedule.plateau
+    warmup_steps: int = num(0, ge=0)  # linear warm-up of the budget schedules
+    # schedule=plateau: learning-rate decay on plateau of the validation BLEU.
     lr_decay_factor: float = num(0.5, gt=0, le=1)
     lr_decay_patience: int = num(2, ge=0)
     min_lr: float = num(1e-5, ge=0)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from nmt.command_config import AlignConfig, EvalConfig, TranslateConfig
-from nmt.config import Config, CorpusSource, GuideDecay, Mode, ModelConfig, Range, Score
+from nmt.config import Config, CorpusSource, GuideDecay, Mode, ModelConfig, Range, Schedule, Score
 from nmt.errors import UserError
 
 
@@ -103,6 +103,8 @@ def check_train(cfg: Config) -> None:
     if att.mode == Mode.local and att.window < 1:
         raise UserError(f"model.attention.window={att.window}: must be >= 1")
     check_guided_alignment(cfg)
+    if cfg.train.schedule != Schedule.plateau and not (cfg.train.max_steps or cfg.train.max_minutes):
+        raise UserError(f"train.schedule={cfg.train.schedule.value} decays over the budget: set train.max_steps or train.max_minutes")
     check_device("train.device", cfg.train.device)
     check_file("train.init_from", cfg.train.init_from, "checkpoint")
     if cfg.train.resume not in ("", "auto") and not Path(cfg.train.resume).exists():

@@ -29,7 +29,7 @@ from nmt import distributed as dist
 from nmt.alignment.guidance import build_guidance, guide_weight
 from nmt.alignment.heatmap import heatmap_figure
 from nmt.checkpoint import Checkpoint, bytes_tensor, load_checkpoint, save_checkpoint
-from nmt.config import Config
+from nmt.config import Config, Schedule
 from nmt.data.batching import BatchSampler
 from nmt.data.prepare import PreparedData, prepare
 from nmt.decoding import fit_sources
@@ -47,6 +47,7 @@ from nmt.resume import (
 )
 from nmt.run_report import write_metrics
 from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads
+from nmt.schedule import BudgetSchedule
 from nmt.step import StepResult, train_step
 from nmt.validation import attention_examples, check_gold, validate
 
@@ -84,6 +85,9 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
             self.optimizer, mode="max", factor=tc.lr_decay_factor, patience=tc.lr_decay_patience, min_lr=tc.min_lr
+        )
+        self.budget = None if tc.schedule == Schedule.plateau else BudgetSchedule(
+            tc.schedule, tc.lr, tc.min_lr, tc.warmup_steps, tc.max_steps, tc.max_minutes * 60
         )
         self.resolved = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
         self.state = TrainingState()
@@ -182,6 +186,8 @@ class Trainer:
         """One step on the batch of rows `index`; then logging, validation and the stop rules it calls for."""
         tc, st = self.cfg.train, self.state
         t0 = time.perf_counter()
+        if self.budget is not None:
+            self.budget.apply(self.optimizer, st.step, self._elapsed())
         batch = self.sampler.collate(index)
         if self.guidance is not None:
             batch.guide = self.guidance.batch(index, batch.src.size(1), batch.tgt_in.size(1))
@@ -245,7 +251,8 @@ class Trainer:
             st.best_bleu, st.best, st.bad_validations = metrics["bleu"], dict(metrics, step=st.step), 0
         else:
             st.bad_validations += 1
-        self.scheduler.step(metrics["bleu"])
+        if self.budget is None:
+            self.scheduler.step(metrics["bleu"])
         if tc.stop_at_exact_match and metrics["exact_match"] >= tc.stop_at_exact_match:
             st.stop = f"validation exact match {metrics['exact_match']:.3f} >= {tc.stop_at_exact_match}"
         elif st.bad_validations >= tc.early_stopping_patience:

@@ -1,0 +1,50 @@
+"""Learning-rate schedules. `plateau` (the default) halves the rate when validation BLEU stops
+improving (torch's ReduceLROnPlateau); `linear` and `cosine` know the training budget: after
+`warmup_steps` of linear warm-up the rate falls from `lr` to `min_lr` exactly when the budget
+(`max_steps` or `max_minutes`, whichever comes first) is spent, as budgeted-training studies
+recommend (Li et al. 2020, "Budgeted training: rethinking deep neural network training under
+resource constraints").
+
+A budget schedule is a pure function of the step and the elapsed training time, both part of the
+training state, so a resumed run continues it exactly where it was.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from nmt.config import Schedule
+
+DECAYS: dict[Schedule, Callable[[float], float]] = {
+    Schedule.linear: lambda progress: 1.0 - progress,
+    Schedule.cosine: lambda progress: 0.5 * (1.0 + math.cos(math.pi * progress)),
+}
+
+
+class BudgetSchedule:
+    """lr(step, seconds) = min_lr + (lr - min_lr) * warmup * decay(progress), progress in [0, 1]
+    the spent fraction of the budget."""
+
+    def __init__(self, kind: Schedule, lr: float, min_lr: float, warmup_steps: int, max_steps: int, max_seconds: float) -> None:
+        if not (max_steps or max_seconds):
+            raise ValueError("a budget schedule needs max_steps or max_seconds")
+        self.decay, self.lr, self.min_lr = DECAYS[kind], lr, min(min_lr, lr)
+        self.warmup_steps, self.max_steps, self.max_seconds = warmup_steps, max_steps, max_seconds
+
+    def progress(self, step: int, seconds: float) -> float:
+        spent = max(step / self.max_steps if self.max_steps else 0.0, seconds / self.max_seconds if self.max_seconds else 0.0)
+        return min(1.0, spent)
+
+    def rate(self, step: int, seconds: float) -> float:
+        """The learning rate of the step after `step` steps and `seconds` of training."""
+        warmup = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
+        return self.min_lr + (self.lr - self.min_lr) * warmup * self.decay(self.progress(step, seconds))
+
+    def apply(self, optimizer: torch.optim.Optimizer, step: int, seconds: float) -> float:
+        rate = self.rate(step, seconds)
+        for group in optimizer.param_groups:
+            group["lr"] = rate
+        return rate
