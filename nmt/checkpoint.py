@@ -21,6 +21,7 @@ from nmt.data.tokenizer import Tokenizer
 from nmt.errors import UserError
 from nmt.files import atomic_output
 from nmt.model.build import build_model
+from nmt.model.ensemble import DecodingModel, Ensemble
 from nmt.model.seq2seq import Seq2Seq
 
 CHECKPOINT_VERSION = 2  # 1: before the version key (validation decoding under train.valid_*)
@@ -47,6 +48,7 @@ class Checkpoint:
     scheduler: dict[str, Any] | None = None
     train_state: dict[str, Any] | None = None  # nmt.trainer.TrainingState as a dict
     rng: list[Any] | None = None  # nmt.resume.rng_state() of each training process
+    ema: dict[str, torch.Tensor] | None = None  # the moving average of the parameters (train.ema_decay), evaluated instead
     version: int = CHECKPOINT_VERSION
 
     def payload(self) -> dict[str, Any]:
@@ -150,7 +152,11 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Se
         raise UserError(f"{path}: {err}") from None
     try:
         model.load_state_dict(checkpoint.model)
-    except (RuntimeError, TypeError, AttributeError) as err:
+        if checkpoint.ema:  # the moving average is what validation measured: evaluate it
+            with torch.no_grad():
+                for name, p in model.named_parameters():
+                    p.copy_(checkpoint.ema[name])
+    except (RuntimeError, TypeError, AttributeError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: weights do not fit the model its config describes ({first})") from None
     return model.to(device).eval(), cfg, src_tok, tgt_tok
@@ -167,3 +173,18 @@ def newest_checkpoint(runs_dir: str | Path, name: str = "best.pt") -> Path:
 def checkpoint_path(ckpt: str | None, runs_dir: str) -> Path:
     """The checkpoint a command works on: `ckpt`, or the newest run's best.pt under `runs_dir`."""
     return Path(ckpt) if ckpt else newest_checkpoint(runs_dir)
+
+
+def load_models(paths: list[str | Path], device: str | torch.device = "cpu") -> tuple[DecodingModel, Config, Tokenizer, Tokenizer]:
+    """One checkpoint as `load_model`, or several as an `Ensemble` (their subword models must be the
+    same) -> (model in eval mode, the first one's config, src tokenizer, tgt tokenizer)."""
+    first, cfg, src_tok, tgt_tok = load_model(paths[0], device)
+    if len(paths) == 1:
+        return first, cfg, src_tok, tgt_tok
+    models = [first]
+    for path in paths[1:]:
+        model, _, src, tgt = load_model(path, device)
+        if src.model_proto != src_tok.model_proto or tgt.model_proto != tgt_tok.model_proto:
+            raise UserError(f"{path}: its subword vocabularies differ from those of {paths[0]}; an ensemble's models must share them")
+        models.append(model)
+    return Ensemble(models).eval(), cfg, src_tok, tgt_tok

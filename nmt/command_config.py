@@ -24,6 +24,9 @@ class CheckpointCommand:
     ckpt: str | None = None  # default: best.pt of the newest run under `runs_dir`
     runs_dir: str = "outputs"
     device: str = "auto"  # auto: CUDA when present, else CPU
+    # More checkpoints that decode together with `ckpt` as an ensemble (evaluate, translate): the
+    # mean of their probabilities at every step, the mean of their attention as the alignment.
+    ensemble: list[str] = field(default_factory=list)
 
 
 @dataclass

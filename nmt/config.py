@@ -267,6 +267,12 @@ class TrainConfig:
     # a run directory or checkpoint path: continue that run; "": always start afresh.
     resume: str = ""
     init_from: str = ""  # a checkpoint whose weights start this (new) run
+    # A moving average of the weights, shadow <- d shadow + (1 - d) weights after every step (0 = off);
+    # validation, best.pt and every evaluation use it (nmt.averaging).
+    ema_decay: float = num(0.0, ge=0, lt=1)
+    # Besides best.pt and last.pt, keep the weights of the last K validations (checkpoints/step-N.pt),
+    # for `scripts/average_checkpoints.py`; 0 = none.
+    keep_checkpoints: int = num(0, ge=0)
     # Steps with a non-finite loss or gradient are skipped; this many in a row stop training.
     max_nonfinite_steps: int = num(5, ge=1)
 

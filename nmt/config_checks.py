@@ -129,11 +129,16 @@ def check_guided_alignment(cfg: Config) -> None:
 def check_eval(cfg: EvalConfig) -> None:
     check_device("device", cfg.device)
     check_file("ckpt", cfg.ckpt, "checkpoint")
+    for k, path in enumerate(cfg.ensemble):
+        check_file(f"ensemble[{k}]", path, "checkpoint")
 
 
 def check_align(cfg: AlignConfig) -> None:
     check_device("device", cfg.device)
     check_file("ckpt", cfg.ckpt, "checkpoint")
+    if cfg.ensemble:
+        raise UserError("ensemble= is for evaluate and translate; nmt.align reads one model's attention "
+                        "(align.reverse_ckpt adds the other direction)")
     opts = cfg.align
     if (opts.src is None) != (opts.tgt is None):
         raise UserError("align.src and align.tgt go together: give both files, or neither and align.split")
@@ -145,6 +150,8 @@ def check_align(cfg: AlignConfig) -> None:
 def check_translate(cfg: TranslateConfig) -> None:
     check_device("device", cfg.device)
     check_file("ckpt", cfg.ckpt, "checkpoint")
+    for k, path in enumerate(cfg.ensemble):
+        check_file(f"ensemble[{k}]", path, "checkpoint")
     check_file("input", cfg.input)
     if cfg.decode.n_best > cfg.decode.beam_size:
         raise UserError(f"decode.n_best={cfg.decode.n_best} cannot exceed decode.beam_size={cfg.decode.beam_size}")

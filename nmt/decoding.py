@@ -11,13 +11,15 @@ from nmt.config import DecodeConfig
 from nmt.data.batching import BatchSampler
 from nmt.data.prepare import truncate_sources
 from nmt.data.tokenizer import Tokenizer
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.ensemble import DecodingModel
 from nmt.search import Hypothesis, beam_search
 
 log = logging.getLogger(__name__)
 
 
-def search_batch(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, opts: DecodeConfig, n_best: int = 1) -> list[list[Hypothesis]]:
+def search_batch(
+    model: DecodingModel, src: torch.Tensor, src_lens: torch.Tensor, opts: DecodeConfig, n_best: int = 1
+) -> list[list[Hypothesis]]:
     """src (B, S), src_lens (B,) -> the n_best hypotheses of each sentence, best first. Beam size 1
     is greedy search: the length penalty (`alpha`) only applies to a real beam."""
     alpha = opts.alpha if opts.beam_size > 1 else 0.0
@@ -25,7 +27,7 @@ def search_batch(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, opts
 
 
 def translate_dataset(
-    model: Seq2Seq, ds: datasets.Dataset, tokenizer: Tokenizer, opts: DecodeConfig, device: torch.device, max_sentences: int = 0,
+    model: DecodingModel, ds: datasets.Dataset, tokenizer: Tokenizer, opts: DecodeConfig, device: torch.device, max_sentences: int = 0,
 ) -> tuple[list[str], list[Hypothesis]]:
     """Translate every row of an encoded split -> (detokenized texts, best hypotheses), in row order.
     Batches hold at most `opts.batch_tokens` source tokens and (if > 0) `max_sentences` sentences."""
@@ -43,7 +45,7 @@ def translate_dataset(
     return tokenizer.decode([h.ids for h in done]), done
 
 
-def fit_sources(ds: datasets.Dataset, model: Seq2Seq, key: str, what: str) -> datasets.Dataset:
+def fit_sources(ds: datasets.Dataset, model: DecodingModel, key: str, what: str) -> datasets.Dataset:
     """Truncate the sources the model cannot take whole (the location score's limit), with a warning."""
     ds, cut = truncate_sources(ds, model.max_source_len, key)
     if cut:

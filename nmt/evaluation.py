@@ -11,7 +11,7 @@ from typing import Any
 
 import sacrebleu
 
-from nmt.checkpoint import checkpoint_path, load_model
+from nmt.checkpoint import checkpoint_path, load_models
 from nmt.command_config import EvalConfig
 from nmt.data.corpus import load_split, split_prefix
 from nmt.data.prepare import encode_pairs
@@ -45,7 +45,7 @@ def evaluate_checkpoint(cfg: EvalConfig) -> dict[str, Any]:
     beside the checkpoint, each atomically. Returns the report (with `hypotheses`: the file)."""
     ckpt = checkpoint_path(cfg.ckpt, cfg.runs_dir)
     device = resolve_device(cfg.device)
-    model, run_cfg, src_tok, tgt_tok = load_model(ckpt, device)
+    model, run_cfg, src_tok, tgt_tok = load_models([ckpt, *cfg.ensemble], device)
     raw = load_split(run_cfg.data, cfg.split)
     name = Path(split_prefix(run_cfg.data, cfg.split)).name
     key = hashlib.sha1(f"{ckpt.resolve()}:{ckpt.stat().st_mtime_ns}:{cfg.split}".encode()).hexdigest()[:16]
@@ -54,7 +54,8 @@ def evaluate_checkpoint(cfg: EvalConfig) -> dict[str, Any]:
     scores = score_translations(hyps, list(raw["tgt"]))
     hyp_path = Path(cfg.output) if cfg.output else ckpt.with_name(f"{ckpt.stem}.{name}.hyp")
     decoding = "greedy" if cfg.decode.beam_size <= 1 else f"beam {cfg.decode.beam_size}, alpha {cfg.decode.alpha}"
-    report = {"checkpoint": str(ckpt), "split": name, "sentences": len(hyps), "decoding": decoding, **asdict(scores)}
+    report = {"checkpoint": str(ckpt), "ensemble": list(cfg.ensemble), "split": name, "sentences": len(hyps), "decoding": decoding,
+              **asdict(scores)}
     atomic_write_text(hyp_path, "".join(h + "\n" for h in hyps))
     atomic_write_text(ckpt.with_name(f"{ckpt.stem}.{name}.json"), json.dumps(report, indent=2) + "\n")
     return {**report, "hypotheses": str(hyp_path)}

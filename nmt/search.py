@@ -26,15 +26,36 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 
-from nmt.attention.memory import AttentionMemory
 from nmt.data.tokenizer import BOS, EOS, PAD
-from nmt.model.cells import State
-from nmt.model.seq2seq import Seq2Seq
+
+State = tuple[torch.Tensor, ...]
 
 NEVER_GENERATED = (PAD, BOS)
+
+
+class SearchMemory(Protocol):
+    """What a model keeps per sentence for its steps (an `AttentionMemory`, or an ensemble's)."""
+
+    @property
+    def per_hypothesis(self) -> bool: ...  # rows also hold per-hypothesis state: select them every step
+
+    def repeat_rows(self, k: int) -> SearchMemory: ...
+
+    def select_rows(self, rows: torch.Tensor) -> SearchMemory: ...
+
+
+class Decodable(Protocol):
+    """A model the search can run: a `Seq2Seq`, or an `Ensemble` of them."""
+
+    def start(self, src: torch.Tensor, src_lens: torch.Tensor) -> tuple[SearchMemory, State, torch.Tensor]: ...
+
+    # memory: the SearchMemory its own `start` returned (Any: each model takes its own kind)
+    def step(self, y_prev: torch.Tensor, state: State, context: torch.Tensor, memory: Any,
+             step: int) -> tuple[torch.Tensor, State, torch.Tensor, torch.Tensor]: ...
 
 
 @dataclass
@@ -89,7 +110,7 @@ class _Beams:
     tokens: torch.Tensor
     alphas: torch.Tensor
     y: torch.Tensor
-    memory: AttentionMemory
+    memory: SearchMemory
     state: State
     context: torch.Tensor
 
@@ -98,20 +119,20 @@ class _Beams:
         return self.scores.size(1)
 
 
-def _start(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, k: int, ratio: float, extra: int) -> _Beams:
+def _start(model: Decodable, src: torch.Tensor, src_lens: torch.Tensor, k: int, ratio: float, extra: int) -> _Beams:
     """One live (empty) hypothesis per sentence, in slot 0 of its k."""
-    memory, state = model.encode(src, src_lens)
+    memory, state, context = model.start(src, src_lens)
     b, device = src.size(0), src.device
-    dtype = torch.promote_types(memory.values.dtype, torch.float32)  # as the log-probabilities
+    dtype = torch.promote_types(context.dtype, torch.float32)  # as the log-probabilities
     scores = torch.full((b, k), float("-inf"), device=device, dtype=dtype)
     scores[:, 0] = 0.0
     rows = torch.arange(b, device=device).repeat_interleave(k)
     return _Beams(
         sentence=torch.arange(b, device=device), limits=max_output_lengths(src_lens, ratio, extra).to(device),
         scores=scores, tokens=torch.zeros(b * k, 0, dtype=torch.long, device=device),
-        alphas=memory.values.new_zeros(b * k, 0, memory.values.size(1)),
+        alphas=context.new_zeros(b * k, 0, src.size(1)),
         y=torch.full((b * k,), BOS, dtype=torch.long, device=device), memory=memory.repeat_rows(k),
-        state=tuple(part.index_select(0, rows) for part in state), context=memory.values.new_zeros(b * k, memory.values.size(2)),
+        state=tuple(part.index_select(0, rows) for part in state), context=context.index_select(0, rows),
     )
 
 
@@ -183,9 +204,9 @@ def _advance(beams: _Beams, keep: torch.Tensor, scores: torch.Tensor, rows: torc
     y = tokens.index_select(0, keep).view(-1)
     memory = beams.memory
     # Every picked row lies in its own sentence, so selecting `picked` is right for per-sentence
-    # fields (keys, values, mask) and per-hypothesis ones (coverage) alike; without coverage and
-    # with no sentence leaving, the memory is unchanged and its copy is skipped.
-    if memory.coverage is not None or len(keep) < beams.scores.size(0):
+    # fields (keys, values, mask) and per-hypothesis ones (coverage) alike; without per-hypothesis
+    # state and with no sentence leaving, the memory is unchanged and its copy is skipped.
+    if memory.per_hypothesis or len(keep) < beams.scores.size(0):
         memory = memory.select_rows(picked)
     return _Beams(
         sentence=beams.sentence.index_select(0, keep), limits=beams.limits.index_select(0, keep),
@@ -197,7 +218,7 @@ def _advance(beams: _Beams, keep: torch.Tensor, scores: torch.Tensor, rows: torc
 
 @torch.no_grad()
 def beam_search(
-    model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, beam_size: int = 5, alpha: float = 0.0,
+    model: Decodable, src: torch.Tensor, src_lens: torch.Tensor, beam_size: int = 5, alpha: float = 0.0,
     ratio: float = 1.5, extra: int = 10, n_best: int = 1,
 ) -> list[list[Hypothesis]]:
     """Batched beam search with the GNMT length penalty (see the module docstring for the exact
@@ -208,7 +229,7 @@ def beam_search(
     pools = [_Pool(n_best) for _ in range(src.size(0))]
     beams = _start(model, src, src_lens, beam_size, ratio, extra)
     for i in range(int(beams.limits.max()) + 1):
-        logits, state, context, alpha_i = model.decoder.step(beams.y, beams.state, beams.context, beams.memory, i)
+        logits, state, context, alpha_i = model.step(beams.y, beams.state, beams.context, beams.memory, i)
         b, k = beams.scores.shape
         logp = _log_probs(logits, (i >= beams.limits).repeat_interleave(k))
         candidates = (beams.scores.unsqueeze(2) + logp.view(b, k, -1)).view(b, -1)
@@ -224,7 +245,7 @@ def beam_search(
     return [[Hypothesis(h.ids, h.alignment[:, : int(n)].cpu(), h.score) for h in pool.hyps] for pool, n in zip(pools, src_lens)]
 
 
-def greedy_search(model: Seq2Seq, src: torch.Tensor, src_lens: torch.Tensor, ratio: float = 1.5, extra: int = 10) -> list[Hypothesis]:
+def greedy_search(model: Decodable, src: torch.Tensor, src_lens: torch.Tensor, ratio: float = 1.5, extra: int = 10) -> list[Hypothesis]:
     """Greedy decoding of a batch: beam search with K = 1 and no length penalty (the most likely
     token at every step). src (B, S), src_lens (B,) -> one Hypothesis per sentence, score log p."""
     return [n[0] for n in beam_search(model, src, src_lens, 1, 0.0, ratio, extra, 1)]

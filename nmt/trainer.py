@@ -10,11 +10,10 @@ BLEU, decays the learning rate on a BLEU plateau, keeps `checkpoints/best.pt` an
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,10 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.tensorboard import SummaryWriter
-from tqdm import tqdm
 
 from nmt import distributed as dist
 from nmt.alignment.guidance import build_guidance, guide_weight
-from nmt.alignment.heatmap import heatmap_figure
+from nmt.averaging import ParameterAverage
 from nmt.checkpoint import Checkpoint, bytes_tensor, load_checkpoint, save_checkpoint
 from nmt.config import Config, Schedule
 from nmt.data.batching import BatchSampler
@@ -49,20 +46,10 @@ from nmt.run_report import write_metrics
 from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads
 from nmt.schedule import BudgetSchedule
 from nmt.step import StepResult, train_step
+from nmt.training_log import TrainingLog
 from nmt.validation import attention_examples, check_gold, validate
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Window:
-    """Loss, tokens and time since the last training log line."""
-
-    tokens: int = 0
-    loss: float = 0.0
-    guided: float = 0.0
-    seconds: float = 0.0
-    speeds: list[float] = field(default_factory=list)  # tokens/s of every window, for the median
 
 
 class Trainer:
@@ -81,6 +68,7 @@ class Trainer:
         self.model = build_model(cfg.model, len(self.data.src_tokenizer), len(self.data.tgt_tokenizer)).to(self.device)
         self.valid = fit_sources(self.data.split("valid"), self.model, f"{self.data.folder.name}-valid", "valid")
         self.guidance = build_guidance(cfg, self.data) if tc.guided_alignment.weight else None
+        self.ema = ParameterAverage(self.model, tc.ema_decay) if tc.ema_decay else None
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -92,8 +80,6 @@ class Trainer:
         self.resolved = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
         self.state = TrainingState()
         self.resumed = False
-        self.window = _Window()
-        self.writer: SummaryWriter | None = None
         self.forward: DistributedDataParallel | None = None
         self.cast = autocast_dtype(tc.precision.value, self.device)
         self.started, self.elapsed_before = time.monotonic(), 0.0
@@ -131,6 +117,8 @@ class Trainer:
         self.optimizer.load_state_dict(checkpoint.optimizer)
         self.scheduler.load_state_dict(checkpoint.scheduler)
         self.state = TrainingState.restored(checkpoint.train_state)
+        if self.ema is not None and checkpoint.ema:
+            self.ema.restore(checkpoint.ema)
         if len(checkpoint.rng) == self.world.size:
             restore_rng(checkpoint.rng[self.world.rank])
         else:
@@ -149,14 +137,12 @@ class Trainer:
         if self.world.is_main:
             log.info("model: %d parameters; %d training batches per epoch; %s%s, %d process(es)", self.n_params, len(self.sampler),
                      self.device, " bf16 autocast" if self.cast else "", self.world.size)
-            self.writer = SummaryWriter(str(self.run_dir / "tensorboard"), purge_step=self.state.step + 1 if self.resumed else None)
         self.started, self.elapsed_before = time.monotonic(), self.state.elapsed_s
-        self.bar = tqdm(total=tc.max_steps or None, initial=self.state.step, disable=not (tc.progress and self.world.is_main),
-                        unit="step", dynamic_ncols=True)
+        self.log = TrainingLog(self.run_dir / "tensorboard", self.world.is_main, tc.progress and self.world.is_main, self.state.step,
+                               self.resumed, tc.max_steps)
         self.model.train()
         while not self.state.stop and not self._budget_spent():
             self._run_epoch()
-        self.bar.close()
         if self.state.step % tc.valid_every != 0:
             self._validate()
         return self._finish()
@@ -193,13 +179,16 @@ class Trainer:
             batch.guide = self.guidance.batch(index, batch.src.size(1), batch.tgt_in.size(1))
         result = train_step(self.model, self.optimizer, batch.to(self.device), tc.label_smoothing, tc.clip_grad_norm, self.forward,
                             self.cast, lambda bad: dist.any_rank(bad, self.world), guide_weight(tc.guided_alignment, st.step))
+        if self.ema is not None and result.finite:
+            self.ema.update(self.model)
         st.step += 1
         st.batch_in_epoch += 1
-        self.bar.update(1)
         self._count(result)
-        self.window.seconds += time.perf_counter() - t0
-        if st.step % tc.log_every == 0 and self.window.tokens:
-            self._log_window()
+        self.log.step(result.tokens if result.finite else 0, result.loss if result.finite else 0.0, result.guided,
+                      time.perf_counter() - t0)
+        if st.step % tc.log_every == 0:
+            guided = guide_weight(tc.guided_alignment, st.step) if self.guidance is not None else None
+            self.log.flush_window(st.step, st.epoch, self.optimizer.param_groups[0]["lr"], self.world.size, guided)
         if st.step % tc.valid_every == 0:
             self._validate()
         if tc.max_steps and st.step >= tc.max_steps:
@@ -212,9 +201,6 @@ class Trainer:
         st = self.state
         if result.finite:
             st.nonfinite_in_row = 0
-            self.window.tokens += result.tokens
-            self.window.loss += result.loss
-            self.window.guided += result.guided
             return
         st.nonfinite_in_row += 1
         st.skipped_steps += 1
@@ -226,26 +212,12 @@ class Trainer:
                 f"(up to step {st.step}); lower train.lr or set train.clip_grad_norm, and check the data"
             )
 
-    def _log_window(self) -> None:
-        w, step = self.window, self.state.step
-        speed = w.tokens * self.world.size / max(w.seconds, 1e-9)
-        w.speeds.append(speed)
-        if self.writer is not None:
-            self.writer.add_scalar("train/loss", w.loss / w.tokens, step)
-            self.writer.add_scalar("train/ppl", math.exp(min(w.loss / w.tokens, 50)), step)
-            self.writer.add_scalar("train/lr", self.optimizer.param_groups[0]["lr"], step)
-            self.writer.add_scalar("train/tokens_per_s", speed, step)
-            if self.guidance is not None:
-                self.writer.add_scalar("train/guided_alignment", w.guided / w.tokens, step)
-                self.writer.add_scalar("train/guided_alignment_weight", guide_weight(self.cfg.train.guided_alignment, step), step)
-        self.bar.set_postfix(loss=f"{w.loss / w.tokens:.3f}", tok_s=f"{speed:.0f}", ep=self.state.epoch)
-        w.tokens, w.loss, w.guided, w.seconds = 0, 0.0, 0.0, 0.0
-
     def _validate(self) -> None:
         """Validation metrics; the learning-rate schedule and the stop rules that follow them; then
         (rank 0) TensorBoard scalars and heatmaps, best.pt when it improved, and last.pt."""
         tc, st = self.cfg.train, self.state
-        metrics = dist.from_main(lambda: validate(self.model, self.valid, self.data, self.cfg, self.device), self.world)
+        with self._evaluated():
+            metrics = dist.from_main(lambda: validate(self.model, self.valid, self.data, self.cfg, self.device), self.world)
         improved = metrics["bleu"] > st.best_bleu
         if improved:
             st.best_bleu, st.best, st.bad_validations = metrics["bleu"], dict(metrics, step=st.step), 0
@@ -259,45 +231,55 @@ class Trainer:
             st.stop = f"early stopping: no better validation BLEU in {tc.early_stopping_patience} validations"
         st.elapsed_s = self._elapsed()
         rngs = dist.gather_objects(rng_state(), self.world)  # every rank's generators, for an exact resume
-        if self.writer is None:
+        if not self.world.is_main:
             return
-        self._log_validation(metrics)
+        with self._evaluated():
+            examples = attention_examples(self.model, self.valid, self.data, self.cfg.log.attention_examples, self.device)
+        self.log.validation(st.step, metrics, examples)
         if improved:
             self._checkpoint("best.pt", metrics, rngs)
         self._checkpoint("last.pt", metrics, rngs)  # last: it is what a resume reads
+        if tc.keep_checkpoints:
+            self._keep_step_checkpoint(metrics)
         log.info("step %d valid: loss %.3f ppl %.2f BLEU %.2f chrF %.2f exact %.3f%s", st.step, metrics["loss"], metrics["ppl"],
                  metrics["bleu"], metrics["chrf"], metrics["exact_match"], " (best)" if improved else "")
 
-    def _log_validation(self, metrics: dict[str, float]) -> None:
-        assert self.writer is not None
-        step = self.state.step
-        for key, value in metrics.items():
-            self.writer.add_scalar(f"valid/{key}", value, step)
-        for k, example in enumerate(attention_examples(self.model, self.valid, self.data, self.cfg.log.attention_examples, self.device)):
-            fig = heatmap_figure(example.matrix, example.src_pieces, example.tgt_pieces, f"step {step}")
-            self.writer.add_figure(f"attention/{k}", fig, step, close=False)
-        self.writer.flush()
+    def _evaluated(self) -> contextlib.AbstractContextManager[None]:
+        """Inside: the model holds the weights validation measures (the moving average, if kept)."""
+        return self.ema.swapped_into(self.model) if self.ema is not None else contextlib.nullcontext()
 
-    def _checkpoint(self, name: str, metrics: dict[str, float], rngs: list[Any]) -> None:
+    def _weights(self, metrics: dict[str, float]) -> Checkpoint:
         st, data = self.state, self.data
-        save_checkpoint(self.run_dir / "checkpoints" / name, Checkpoint(
+        return Checkpoint(
             model=self.model.state_dict(), config=self.resolved,  # type: ignore[arg-type]
             src_spm=bytes_tensor(data.src_tokenizer.model_proto), tgt_spm=bytes_tensor(data.tgt_tokenizer.model_proto),
             step=st.step, epoch=st.epoch, metrics=metrics, best_bleu=st.best_bleu, n_params=self.n_params,
-            optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(), train_state=st.saved(), rng=rngs,
-        ))
+            ema=self.ema.state() if self.ema is not None else None,
+        )
+
+    def _checkpoint(self, name: str, metrics: dict[str, float], rngs: list[Any]) -> None:
+        checkpoint = self._weights(metrics)
+        checkpoint.optimizer, checkpoint.scheduler = self.optimizer.state_dict(), self.scheduler.state_dict()
+        checkpoint.train_state, checkpoint.rng = self.state.saved(), rngs
+        save_checkpoint(self.run_dir / "checkpoints" / name, checkpoint)
+
+    def _keep_step_checkpoint(self, metrics: dict[str, float]) -> None:
+        """checkpoints/step-N.pt (weights only) of this validation; only the newest train.keep_checkpoints stay."""
+        folder = self.run_dir / "checkpoints"
+        save_checkpoint(folder / f"step-{self.state.step:07d}.pt", self._weights(metrics))
+        for old in sorted(folder.glob("step-*.pt"))[: -self.cfg.train.keep_checkpoints]:
+            old.unlink()
 
     def _finish(self) -> TrainingState:
         st = self.state
         st.elapsed_s = self._elapsed()
         digests = dist.gather_digests(self.model, self.world)
-        if self.writer is None:
+        self.log.close()
+        if not self.world.is_main:
             return st
-        self.writer.close()
         log.info("stopped after %d steps (%.1f min): %s; best valid BLEU %.2f at step %s",
                  st.step, st.minutes, st.stop, st.best_bleu, st.best.get("step"))
-        speed = float(np.median(self.window.speeds)) if self.window.speeds else 0.0
-        write_metrics(self.cfg, self.run_dir, st, self.n_params, speed, digests)
+        write_metrics(self.cfg, self.run_dir, st, self.n_params, self.log.median_speed, digests)
         return st
 
 

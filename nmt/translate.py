@@ -21,7 +21,7 @@ import hydra
 from omegaconf import DictConfig
 
 from nmt import cli
-from nmt.checkpoint import checkpoint_path, load_model
+from nmt.checkpoint import checkpoint_path, load_models
 from nmt.command_config import TranslateConfig
 from nmt.data.corpus import decode_lines
 from nmt.files import atomic_output
@@ -70,7 +70,7 @@ def translate(cfg: TranslateConfig) -> None:
     """Run the translate command as `cfg` says. Input lines end at "\n" only, from a file exactly
     as from stdin; an output file appears whole when the input is done (never half-written)."""
     ckpt = checkpoint_path(cfg.ckpt, cfg.runs_dir)
-    model, run_cfg, src_tok, tgt_tok = load_model(ckpt, resolve_device(cfg.device))
+    model, run_cfg, src_tok, tgt_tok = load_models([ckpt, *cfg.ensemble], resolve_device(cfg.device))
     translator = Translator(model, src_tok, tgt_tok, cfg.decode, run_cfg.data.max_len, warn_truncated)
     if cfg.input is None and sys.stdin.isatty():
         run_interactive(translator)

@@ -12,7 +12,7 @@ from nmt.alignment.words import EOS_PIECE, SentenceAlignment
 from nmt.command_config import TranslateOptions
 from nmt.data.tokenizer import EOS, PAD, Tokenizer
 from nmt.decoding import search_batch
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.ensemble import DecodingModel
 from nmt.search import Hypothesis
 
 SHADES = " .:-=+*#%@"  # weight 0 .. 1 in ten steps
@@ -37,7 +37,7 @@ class Translator:
     """A loaded model with its tokenizers and decoding options. Sources longer than `max_len`
     tokens (or than the model accepts) are truncated, and `on_truncate` is told."""
 
-    def __init__(self, model: Seq2Seq, src_tok: Tokenizer, tgt_tok: Tokenizer, opts: TranslateOptions, max_len: int,
+    def __init__(self, model: DecodingModel, src_tok: Tokenizer, tgt_tok: Tokenizer, opts: TranslateOptions, max_len: int,
                  on_truncate: OnTruncate | None = None) -> None:
         self.model, self.src_tok, self.tgt_tok, self.opts = model, src_tok, tgt_tok, opts
         limits = [opts.max_input_len or max_len, model.max_source_len]

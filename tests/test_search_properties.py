@@ -220,9 +220,12 @@ class ScriptedModel:
     def __init__(self, script: dict[tuple[int, ...], dict[int, float]]) -> None:
         self.decoder = ScriptedDecoder(script)
 
-    def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> tuple[AttentionMemory, tuple[torch.Tensor, ...]]:
+    def start(self, src: torch.Tensor, src_lens: torch.Tensor) -> tuple[AttentionMemory, tuple[torch.Tensor, ...], torch.Tensor]:
         values = torch.zeros(src.size(0), src.size(1), 1, dtype=torch.float64)
-        return AttentionMemory(values, values, src != PAD), (torch.zeros(src.size(0), dtype=torch.float64),)
+        return AttentionMemory(values, values, src != PAD), (torch.zeros(src.size(0), dtype=torch.float64),), values[:, 0]
+
+    def step(self, *args: object):  # noqa: ANN201
+        return self.decoder.step(*args)  # type: ignore[arg-type]
 
 
 A, B = 4, 5  # two words

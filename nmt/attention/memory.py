@@ -37,6 +37,12 @@ class AttentionMemory:
                 changes[f.name] = []
         return replace(self, **changes)
 
+    @property
+    def per_hypothesis(self) -> bool:
+        """Whether a row holds state of its own hypothesis (coverage), not only of its sentence:
+        then a search must select rows at every step, not only when sentences leave."""
+        return self.coverage is not None
+
     def repeat_rows(self, k: int) -> AttentionMemory:
         """Each sentence's memory k times (B -> B*k), the copies of a sentence adjacent (beams)."""
         return self._map_rows(torch.arange(self.mask.size(0), device=self.mask.device).repeat_interleave(k))

@@ -49,6 +49,18 @@ class Seq2Seq(nn.Module):
         memory = self.decoder.attention.memory(states, states, src != PAD)
         return memory, self.decoder.init_state(final)
 
+    def start(self, src: torch.Tensor, src_lens: torch.Tensor) -> tuple[AttentionMemory, State, torch.Tensor]:
+        """What a search needs before the first step: src (B, S), src_lens (B,) -> attention memory,
+        s_0, and the initial context c_0 = 0 (B, C)."""
+        memory, state = self.encode(src, src_lens)
+        return memory, state, memory.values.new_zeros(src.size(0), memory.values.size(2))
+
+    def step(
+        self, y_prev: torch.Tensor, state: State, context: torch.Tensor, memory: AttentionMemory, step: int
+    ) -> tuple[torch.Tensor, State, torch.Tensor, torch.Tensor]:
+        """One free-running decoder step (`Decoder.step`): y_prev (R,) -> logits (R, V), state, context, alpha (R, S)."""
+        return self.decoder.step(y_prev, state, context, memory, step)
+
     def forward(
         self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor, positions: torch.Tensor | None = None
     ) -> Seq2SeqOutput:

@@ -1,0 +1,81 @@
+"""What a training run logs: per-step losses gathered into windows of `train.log_every` steps
+(TensorBoard scalars and the progress bar), and at each validation its metrics and attention
+heatmaps. Only rank 0 has a writer; the other processes keep counting."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from nmt.alignment.heatmap import heatmap_figure
+from nmt.alignment.words import SentenceAlignment
+
+
+@dataclass
+class _Window:
+    """Loss, tokens and time since the last training log line."""
+
+    tokens: int = 0
+    loss: float = 0.0
+    guided: float = 0.0
+    seconds: float = 0.0
+    speeds: list[float] = field(default_factory=list)  # tokens/s of every window, for the median
+
+
+class TrainingLog:
+    """TensorBoard events in `folder` (when `write`) and a progress bar (when `progress`). A resumed
+    run (`first_step` > 0) drops the events a killed run wrote past its checkpoint."""
+
+    def __init__(self, folder: Path, write: bool, progress: bool, first_step: int, resumed: bool, total_steps: int) -> None:
+        self.writer = SummaryWriter(str(folder), purge_step=first_step + 1 if resumed else None) if write else None
+        self.bar = tqdm(total=total_steps or None, initial=first_step, disable=not progress, unit="step", dynamic_ncols=True)
+        self.window = _Window()
+
+    def step(self, tokens: int, loss: float, guided: float, seconds: float) -> None:
+        """Count one step (tokens and losses of a finite step; 0 for a skipped one)."""
+        w = self.window
+        w.tokens, w.loss, w.guided, w.seconds = w.tokens + tokens, w.loss + loss, w.guided + guided, w.seconds + seconds
+        self.bar.update(1)
+
+    def flush_window(self, step: int, epoch: int, lr: float, processes: int, guide_weight: float | None) -> None:
+        """Log the window's mean loss, perplexity, rate and speed at `step`, and start a new window."""
+        w = self.window
+        if not w.tokens:
+            return
+        speed = w.tokens * processes / max(w.seconds, 1e-9)
+        w.speeds.append(speed)
+        if self.writer is not None:
+            self.writer.add_scalar("train/loss", w.loss / w.tokens, step)
+            self.writer.add_scalar("train/ppl", math.exp(min(w.loss / w.tokens, 50)), step)
+            self.writer.add_scalar("train/lr", lr, step)
+            self.writer.add_scalar("train/tokens_per_s", speed, step)
+            if guide_weight is not None:
+                self.writer.add_scalar("train/guided_alignment", w.guided / w.tokens, step)
+                self.writer.add_scalar("train/guided_alignment_weight", guide_weight, step)
+        self.bar.set_postfix(loss=f"{w.loss / w.tokens:.3f}", tok_s=f"{speed:.0f}", ep=epoch)
+        w.tokens, w.loss, w.guided, w.seconds = 0, 0.0, 0.0, 0.0
+
+    def validation(self, step: int, metrics: dict[str, float], examples: list[SentenceAlignment]) -> None:
+        """Validation scalars and the heatmaps of the fixed example sentences."""
+        if self.writer is None:
+            return
+        for key, value in metrics.items():
+            self.writer.add_scalar(f"valid/{key}", value, step)
+        for k, example in enumerate(examples):
+            fig = heatmap_figure(example.matrix, example.src_pieces, example.tgt_pieces, f"step {step}")
+            self.writer.add_figure(f"attention/{k}", fig, step, close=False)
+        self.writer.flush()
+
+    @property
+    def median_speed(self) -> float:
+        return float(np.median(self.window.speeds)) if self.window.speeds else 0.0
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.writer is not None:
+            self.writer.close()
