@@ -9,7 +9,7 @@ CKPT ?=
 SPLIT ?= test
 BEAM ?= 5
 
-.PHONY: help install data aligner train eval align tensorboard test test-all fuzz lint bench bench-joeynmt
+.PHONY: help install data aligner train eval align tensorboard test test-all fuzz lint bench bench-peers
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -42,8 +42,8 @@ bench: ## Training throughput / FLOP utilisation, then decoding speed of the new
 	$(PYTHON) scripts/bench_train.py $(ARGS)
 	$(PYTHON) scripts/bench_decode.py $(if $(CKPT),--ckpt $(CKPT))
 
-bench-joeynmt: ## Side by side with JoeyNMT 2.3.0 (installed into .bench-joeynmt/), about 25 min
-	bash scripts/bench_vs_joeynmt.sh
+bench-peers: ## Side by side with JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 (each in its own venv), about 45 min
+	bash scripts/bench_peers.sh $(ARGS)
 
 test: ## The fast suite (every module; slow end-to-end runs excluded): under 2 minutes on 2 cores
 	$(PYTHON) -m pytest -q

@@ -125,20 +125,40 @@ def test_a_guiding_file_of_the_wrong_length_is_one_line(workdir: Path) -> None:
 # --- two directions agree -------------------------------------------------------------------------
 
 
-def test_two_directions_symmetrised_agree_with_the_gold_on_toy_reverse(trained_toy: Path, tmp_path: Path) -> None:
-    # Reversal is its own inverse: the same model aligns target -> source as well.
-    ckpt = trained_toy / "checkpoints" / "best.pt"
-    proc = cli("nmt.align", [f"ckpt={ckpt}", "split=test", f"align.reverse_ckpt={ckpt}", "align.symmetrize=intersection",
-                             f"align.out={tmp_path}"])
+def symmetrised_scores(ckpt: Path, out: Path, method: str) -> dict:
+    # Copying and reversing are their own inverses: the same model aligns target -> source as well.
+    proc = cli("nmt.align", [f"ckpt={ckpt}", "split=test", f"align.reverse_ckpt={ckpt}", f"align.symmetrize={method}", f"align.out={out}"])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    scores = json.loads((tmp_path / "scores.json").read_text())
-    assert scores["links"] == "intersection" and scores["reference"] == "gold"
-    assert scores["directions"]["forward"]["aer"] < 0.05 and scores["directions"]["reverse"]["aer"] < 0.05
-    assert scores["aer"] == 0.0 and scores["diagonal"]["aer"] > 0.5
-    gold = read_pharaoh(Path(scores["reference_file"]))
-    links = read_pharaoh(tmp_path / "alignments.pharaoh")
-    assert [s for s, _ in links] == [s for s, _ in gold]  # every sentence's links are exactly the gold's
-    assert (tmp_path / "alignments.forward.pharaoh").is_file() and (tmp_path / "alignments.reverse.pharaoh").is_file()
+    return json.loads((out / "scores.json").read_text())
+
+
+@pytest.mark.slow
+def test_guided_in_both_directions_the_links_and_their_symmetrisation_are_the_gold(tmp_path: Path) -> None:
+    # Plain attention of a model that copies perfectly (BLEU 100) still misplaces about 0.3% of its
+    # links; trained with guided alignment toward the training split's gold, both directions'
+    # links are exactly the test gold, and so is what symmetrising them keeps.
+    overrides = toy_overrides(tmp_path, task="copy", tiny=False) + TOY_TRAIN + ["train.stop_at_exact_match=1.0"]
+    gold_train = ensure_toy_corpus(compose_config(overrides).data) / "train.gold"
+    train(compose_config([*overrides, "train.guided_alignment.weight=1.0", f"train.guided_alignment.alignments={gold_train}"]),
+          tmp_path / "run")
+    for method in ("intersection", "gdfa"):
+        scores = symmetrised_scores(tmp_path / "run" / "checkpoints" / "best.pt", tmp_path / method, method)
+        assert scores["links"] == method and scores["reference"] == "gold"
+        assert scores["directions"]["forward"]["aer"] == scores["directions"]["reverse"]["aer"] == scores["aer"] == 0.0
+        gold = read_pharaoh(Path(scores["reference_file"]))
+        assert [s for s, _ in read_pharaoh(tmp_path / method / "alignments.pharaoh")] == [s for s, _ in gold]
+        assert (tmp_path / method / "alignments.forward.pharaoh").is_file() and (tmp_path / method / "alignments.reverse.pharaoh").is_file()
+
+
+@pytest.mark.parametrize("method", ["intersection", "gdfa", "union"])
+def test_symmetrising_two_directions_on_toy_reverse(trained_toy: Path, tmp_path: Path, method: str) -> None:
+    scores = symmetrised_scores(trained_toy / "checkpoints" / "best.pt", tmp_path, method)
+    forward, reverse = scores["directions"]["forward"], scores["directions"]["reverse"]
+    assert forward["aer"] < 0.05 and reverse["aer"] < 0.05 and scores["diagonal"]["aer"] > 0.5
+    if method == "intersection":  # what both directions agree on is right
+        assert scores["precision"] == 1.0 and scores["aer"] <= max(forward["aer"], reverse["aer"])
+    if method == "union":
+        assert scores["recall"] >= max(forward["recall"], reverse["recall"])
 
 
 # --- the statistical aligner ----------------------------------------------------------------------

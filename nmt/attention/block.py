@@ -8,6 +8,7 @@ from torch import nn
 from nmt.attention.memory import AttentionMemory
 from nmt.attention.modes import Normaliser
 from nmt.attention.scores import AttentionScore
+from nmt.deferred import DeferredWeightGrads
 
 __all__ = ["Attention", "AttentionMemory"]
 
@@ -45,9 +46,12 @@ class Attention(nn.Module):
             memory.coverage = values.new_zeros(mask.shape)
         return memory
 
-    def forward(self, query: torch.Tensor, memory: AttentionMemory, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """query (B, d_s) at decoder step `step` -> context (B, d_h), weights (B, S)."""
-        scores = self.score(query, memory.keys)
+    def forward(
+        self, query: torch.Tensor, memory: AttentionMemory, step: int, deferred: DeferredWeightGrads | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """query (B, d_s) at decoder step `step` -> context (B, d_h), weights (B, S). `deferred`: the
+        decoder's deferred weight gradients (nmt.deferred), for the query projection."""
+        scores = self.score(query, memory.keys, deferred)
         if self.coverage is not None and memory.coverage is not None:
             scores = scores + self.coverage(memory.coverage)
         weights = self.normaliser(scores, memory, query, step)

@@ -13,24 +13,35 @@ import math
 import torch
 from torch import nn
 
+from nmt.deferred import DeferredWeightGrads
+
 
 class AttentionScore(nn.Module):
     """Base class: `prepare` keys once per sentence, then score queries against them."""
 
     max_keys: int | None = None  # the most keys (source tokens) the score supports; None: any number
 
+    @property
+    def query_projection(self) -> nn.Linear | None:
+        """The linear map the score applies to each query first (additive's W1, location's W), if any."""
+        return None
+
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         """keys (B, S, d_h) -> prepared keys (B, S, *), computed once per sentence."""
         return keys
 
-    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        """query (B, d_s) or (B, Q, d_s), prepared keys (B, S, *) -> scores (B, S) or (B, Q, S)."""
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor, deferred: DeferredWeightGrads | None = None) -> torch.Tensor:
+        """query (B, d_s) or (B, Q, d_s), prepared keys (B, S, *) -> scores (B, S) or (B, Q, S).
+        `deferred` (a decoder step's): form the query projection's weight gradient once per batch."""
+        projection = self.query_projection
+        if projection is not None:
+            query = deferred.linear(projection, query) if deferred is not None and query.dim() == 2 else projection(query)
         if query.dim() == 2:
             return self.score(query.unsqueeze(1), prepared).squeeze(1)
         return self.score(query, prepared)
 
     def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        """query (B, Q, d_s), prepared keys (B, S, *) -> scores (B, Q, S)."""
+        """query (B, Q, *) after the query projection, prepared keys (B, S, *) -> scores (B, Q, S)."""
         raise NotImplementedError
 
 
@@ -72,11 +83,15 @@ class AdditiveScore(AttentionScore):
         self.W2 = nn.Linear(key_size, hidden_size, bias=True)
         self.v = nn.Linear(hidden_size, 1, bias=False)
 
+    @property
+    def query_projection(self) -> nn.Linear:
+        return self.W1
+
     def prepare(self, keys: torch.Tensor) -> torch.Tensor:
         return self.W2(keys)  # (B, S, d3)
 
     def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        hidden = torch.tanh(prepared.unsqueeze(1) + self.W1(query).unsqueeze(2))  # (B, Q, S, d3)
+        hidden = torch.tanh(prepared.unsqueeze(1) + query.unsqueeze(2))  # (B, Q, S, d3); query = W1 s
         return self.v(hidden).squeeze(3)
 
 
@@ -96,5 +111,9 @@ class LocationScore(AttentionScore):
             )
         return keys
 
+    @property
+    def query_projection(self) -> nn.Linear:
+        return self.W
+
     def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
-        return self.W(query)[..., : prepared.size(1)]
+        return query[..., : prepared.size(1)]  # query = W s: one score per position

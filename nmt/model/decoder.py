@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from nmt.attention.block import Attention, AttentionMemory
+from nmt.deferred import DeferredWeightGrads
 from nmt.model.cells import CELLS, State
 
 
@@ -62,17 +63,28 @@ class Decoder(nn.Module):
         return tuple(torch.tanh(self.bridge(encoder_final)).chunk(self.cell.state_parts, dim=1))
 
     def advance(
-        self, gates_in: torch.Tensor, state: State, context: torch.Tensor, memory: AttentionMemory, step: int
+        self, gates_in: torch.Tensor, state: State, context: torch.Tensor, memory: AttentionMemory, step: int,
+        deferred: DeferredWeightGrads | None = None,
     ) -> tuple[State, torch.Tensor, torch.Tensor]:
         """One step of equations 2-5. gates_in (B, G) = embed_gates(E y_{i-1}); state s_{i-1};
-        context c_{i-1} (B, C) (used by attend_from=current only) -> (s_i, c_i (B, C), alpha_i (B, S))."""
+        context c_{i-1} (B, C) (used by attend_from=current only) -> (s_i, c_i (B, C), alpha_i (B, S)).
+        `deferred`: the per-step layers' weight gradients are formed once per batch (nmt.deferred)."""
         if self.attend_previous:
-            context, alpha = self.attention(state[0], memory, step)
-            state = self.cell(gates_in + self.context_gates(context), state)
+            context, alpha = self.attention(state[0], memory, step, deferred)
+            state = self.cell(gates_in + self._context_gates(context, deferred), state, deferred)
         else:
-            state = self.cell(gates_in + self.context_gates(context), state)
-            context, alpha = self.attention(state[0], memory, step)
+            state = self.cell(gates_in + self._context_gates(context, deferred), state, deferred)
+            context, alpha = self.attention(state[0], memory, step, deferred)
         return state, context, alpha
+
+    def _context_gates(self, context: torch.Tensor, deferred: DeferredWeightGrads | None) -> torch.Tensor:
+        return deferred.linear(self.context_gates, context) if deferred is not None else self.context_gates(context)
+
+    def step_layers(self) -> list[nn.Linear]:
+        """The linear layers every decoder step runs (their weight gradients can be deferred)."""
+        layers = [self.cell.hidden, self.context_gates]
+        projection = self.attention.score.query_projection
+        return layers + ([projection] if projection is not None else [])
 
     def compile_step(self) -> None:
         """Compile `advance` (equations 2-5 of one step: the part that runs T times per batch) with
@@ -86,15 +98,20 @@ class Decoder(nn.Module):
 
     def forward(self, tgt_in: torch.Tensor, memory: AttentionMemory, state: State) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher forcing. tgt_in (B, T) = BOS y_1 .. -> output features t (B, T, O), alphas (B, T, S).
-        The vocabulary projection is left to the caller, who may apply it to real tokens only."""
+        The vocabulary projection is left to the caller, who may apply it to real tokens only.
+        When gradients are wanted, the weight gradients of the per-step layers are formed once per
+        batch after the step loop's backward, not once per step (nmt.deferred)."""
         emb = self.embedding_dropout(self.embedding(tgt_in))  # (B, T, E)
         # (T, B, G), hoisted. unbind (not gates[i]) so backward stacks the step gradients
         # instead of adding a full-size zero-padded gradient per step.
         gates = self.embed_gates(emb).transpose(0, 1).unbind(0)
+        deferred = DeferredWeightGrads(self.step_layers()) if torch.is_grad_enabled() and state[0].requires_grad else None
+        if deferred is not None:
+            state = (deferred.anchor(state[0]), *state[1:])
         context = emb.new_zeros(tgt_in.size(0), self.context_size)
         states, contexts, alphas = [], [], []
         for i, gates_i in enumerate(gates):
-            state, context, alpha = self.advance(gates_i, state, context, memory, i)
+            state, context, alpha = self.advance(gates_i, state, context, memory, i, deferred)
             states.append(state[0])
             contexts.append(context)
             alphas.append(alpha)

@@ -1,20 +1,28 @@
 #!/usr/bin/env python
-"""Side-by-side speed of nmt and JoeyNMT 2.3.0 on the same model, data and machine.
+"""Side-by-side speed of nmt, JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 on the same model sizes, data and machine.
 
-Run through `scripts/bench_vs_joeynmt.sh`, which installs JoeyNMT into its own virtual environment
-(`.bench-joeynmt/`) and passes its Python here. The model on both sides: bidirectional GRU encoder
-(embeddings 256, 256 per direction), GRU decoder 512, Bahdanau attention, dropout 0.3, label
-smoothing 0.1, Adam lr 1e-3 at a constant rate (JoeyNMT: `scheduling: exponential` with
-`decrease_factor: 1.0`, as its `plateau` scheduler breaks on torch 2.13), batches of 64
-sentences, Multi30k de->en with one joint sentencepiece model (8k, trained by nmt and given to
-JoeyNMT as its tokenizer and vocabulary).
+Run through `scripts/bench_peers.sh` (`make bench-peers`), which installs each peer into its own
+virtual environment and passes its Python here. The model on every side: bidirectional GRU
+encoder (embeddings 256, 256 per direction), GRU decoder 512, additive (Bahdanau/MLP) attention,
+dropout 0.3, label smoothing 0.1, Adam lr 1e-3 at a constant rate, gradient-norm clipping 1.0,
+batches of 64 sentences, Multi30k de->en with one joint sentencepiece model (8k, trained by nmt
+and given to the peers as their subword model and vocabulary).
 
-Each round trains both for `--updates` steps, one after the other, then decodes test_2016_flickr
-(1,000 sentences, batches of 64, output length up to 1.5 x source) greedily and with beam 5, with
-models both trained for `--decode-updates` steps in the first round (the table gives their mean
-output lengths: decoding time grows with them). Throughput: target tokens/s of training steps
-(JoeyNMT's own "Tokens per Sec" log, ours measured the same way by scripts/bench_train.py);
-memory: peak RSS of each training process. Prints a Markdown table of medians over rounds.
+What could not be matched exactly: JoeyNMT's `plateau` scheduler breaks on torch 2.13, so it runs
+`scheduling: exponential` with `decrease_factor: 1.0` (a constant rate). OpenNMT-py's RNN decoder
+is Luong-style: it attends from the current state s_i with input feeding (its default, kept), its
+attention output layer tanh(W [c; s]) feeds a 512 -> vocabulary generator (untied; nmt has a
+256-wide deep output tied to the target embeddings, JoeyNMT untied as configured here), and it
+builds its vocabulary from the subword-tokenised training data (the 7,994 pieces that occur,
+against 8,000); its bridge is on (`bridge: true`), as nmt's and JoeyNMT's.
+
+Each round trains each system for `--updates` steps, one after the other, then decodes
+test_2016_flickr (1,000 sentences, batches of 64, outputs up to 1.5 x the source length for nmt
+and JoeyNMT, 60 pieces for OpenNMT-py, which takes an absolute limit) greedily and with beam 5,
+with models trained for `--decode-updates` steps in the first round (the table gives their mean
+output lengths: decoding time grows with them). Throughput: target tokens/s of training steps (the
+peers' own logs, nmt's measured the same way by scripts/bench_train.py); memory: peak RSS of each
+training process. Prints a Markdown table of medians over rounds.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -86,13 +96,32 @@ def joey_config(work: Path, spm_model: Path, vocab: Path, model_dir: Path, updat
     }
 
 
+def onmt_config(work: Path, spm_model: Path, model: Path, updates: int) -> dict:
+    data = DataConfig()
+    train_src, train_tgt = split_files(data, "train")
+    return {
+        "save_data": str(work / "onmt_data"), "src_vocab": str(work / "onmt_vocab.txt"), "tgt_vocab": str(work / "onmt_vocab.txt"),
+        "share_vocab": True, "overwrite": True,
+        "data": {"corpus_1": {"path_src": str(train_src), "path_tgt": str(train_tgt), "transforms": ["sentencepiece", "filtertoolong"]},
+                 "valid": {"path_src": str(work / "dev20.de"), "path_tgt": str(work / "dev20.en"), "transforms": ["sentencepiece"]}},
+        "src_subword_model": str(spm_model), "tgt_subword_model": str(spm_model), "src_seq_length": 100, "tgt_seq_length": 100,
+        "save_model": str(model), "model_type": "text", "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU",
+        "layers": 1, "enc_hid_size": 512, "dec_hid_size": 512, "word_vec_size": 256, "global_attention": "mlp", "input_feed": 1,
+        "bridge": True, "dropout": [0.3], "optim": "adam", "learning_rate": 0.001, "learning_rate_decay": 1.0,
+        "batch_type": "sents", "batch_size": 64, "valid_batch_size": 64, "train_steps": updates, "valid_steps": 10**6,
+        "save_checkpoint_steps": updates, "label_smoothing": 0.1, "max_grad_norm": 1.0, "report_every": 10, "seed": 42,
+        "num_workers": 0,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--joeynmt-python", required=True, help="python of the JoeyNMT virtual environment")
+    parser.add_argument("--onmt-bin", required=True, help="bin folder of the OpenNMT-py virtual environment")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--updates", type=int, default=100, help="training steps per throughput run")
     parser.add_argument("--decode-updates", type=int, default=300, help="training steps of the models decoding is timed with")
-    parser.add_argument("--work", type=Path, default=ROOT / "bench" / "joeynmt")
+    parser.add_argument("--work", type=Path, default=ROOT / "bench" / "peers")
     args = parser.parse_args()
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -114,8 +143,15 @@ def main() -> None:
         config = joey_config(work, spm_model, work / "vocab.txt", work / model_dir, updates, beam)
         configs[name].write_text(yaml.safe_dump(config))
 
+    onmt = Path(args.onmt_bin)
+    onmt_env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")  # OpenNMT-py 3.5.1 loads its checkpoints the pre-2.6 way
+    for name, updates in (("decode", args.decode_updates), ("speed", args.updates)):
+        configs[f"onmt_{name}"] = work / f"onmt_{name}.yaml"
+        configs[f"onmt_{name}"].write_text(yaml.safe_dump(onmt_config(work, spm_model, work / f"onmt_{name}", updates)))
+    run([str(onmt / "onmt_build_vocab"), "-config", str(configs["onmt_decode"]), "-n_sample", "-1"], work / "onmt_vocab.log", onmt_env)
+
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    rows: dict[str, dict[str, list[float]]] = {"nmt": {}, "JoeyNMT": {}}
+    rows: dict[str, dict[str, list[float]]] = {"nmt": {}, "JoeyNMT": {}, "OpenNMT-py": {}}
 
     def add(system: str, key: str, value: float) -> None:
         rows[system].setdefault(key, []).append(value)
@@ -157,18 +193,42 @@ def main() -> None:
             texts = Path(f"{hyps}.test").read_text(encoding="utf-8").splitlines()
             mean_len = sum(len(ids) for ids in data.tgt_tokenizer.encode(texts)) / len(texts)
             add("JoeyNMT", key.replace("sentences_per_s", "mean_output_tokens"), round(mean_len, 1))
+        onmt_round(onmt, onmt_env, configs, work, r, args.decode_updates, data.tgt_tokenizer, add)
         print(json.dumps(rows), file=sys.stderr)
 
     med = {s: {k: statistics.median(v) for k, v in d.items()} for s, d in rows.items()}
-    print("| measure | nmt | JoeyNMT 2.3.0 | ratio |")
-    print("|---|---|---|---|")
+    print("| measure | nmt | JoeyNMT 2.3.0 | OpenNMT-py 3.5.1 | nmt / JoeyNMT | nmt / OpenNMT-py |")
+    print("|---|---|---|---|---|---|")
     for key, label in (("train_tokens_per_s", "training, target tokens/s"), ("greedy_sentences_per_s", "greedy decoding, sentences/s"),
                        ("beam5_sentences_per_s", "beam-5 decoding, sentences/s"), ("train_peak_rss_mib", "training peak RSS, MiB"),
                        ("greedy_mean_output_tokens", "greedy output, tokens/sentence"),
                        ("beam5_mean_output_tokens", "beam-5 output, tokens/sentence")):
-        a, b = med["nmt"][key], med["JoeyNMT"][key]
-        print(f"| {label} | {a:,.1f} | {b:,.1f} | {a / b:.2f}x |")
+        a, b, c = med["nmt"][key], med["JoeyNMT"][key], med["OpenNMT-py"][key]
+        print(f"| {label} | {a:,.1f} | {b:,.1f} | {c:,.1f} | {a / b:.2f}x | {a / c:.2f}x |")
     (work / "results.json").write_text(json.dumps({"rounds": rows, "median": med}, indent=2))
+
+
+def onmt_round(onmt: Path, env: dict[str, str], configs: dict[str, Path], work: Path, r: int, decode_updates: int,
+               tokenizer: Any, add: Callable[[str, str, float], None]) -> None:
+    """One round of OpenNMT-py: training throughput and memory, then greedy and beam-5 decoding."""
+    out, peak = run([str(onmt / "onmt_train"), "-config", str(configs["onmt_decode" if r == 0 else "onmt_speed"])],
+                    work / "onmt_train.log", env)
+    speeds = [float(x) for x in re.findall(r"\d+/\s*(\d+) tok/s", out)]  # "src/tgt tok/s" per report
+    add("OpenNMT-py", "train_tokens_per_s", statistics.median(speeds[1:] or speeds))
+    add("OpenNMT-py", "train_peak_rss_mib", peak)
+    model = work / f"onmt_decode_step_{decode_updates}.pt"
+    test = split_files(DataConfig(), "test")[0]
+    for beam, key in ((1, "greedy_sentences_per_s"), (5, "beam5_sentences_per_s")):
+        hyps = work / f"onmt_beam{beam}.en"
+        out, _ = run([str(onmt / "onmt_translate"), "-model", str(model), "-src", str(test), "-output", str(hyps), "-beam_size", str(beam),
+                      "-batch_size", "64", "-batch_type", "sents", "-max_length", "60", "-transforms", "sentencepiece",
+                      "-src_subword_model", str(work / "spm.model"), "-tgt_subword_model", str(work / "spm.model"), "-report_time"],
+                     work / f"onmt_translate_beam{beam}.log", env)
+        took = float(re.findall(r"Total translation time \(s\): ([\d.]+)", out)[-1])
+        add("OpenNMT-py", key, 1000 / took)
+        texts = hyps.read_text(encoding="utf-8").splitlines()
+        mean_len = sum(len(ids) for ids in tokenizer.encode(texts)) / len(texts)
+        add("OpenNMT-py", key.replace("sentences_per_s", "mean_output_tokens"), round(mean_len, 1))
 
 
 if __name__ == "__main__":
