@@ -150,6 +150,8 @@ def main() -> None:
         configs[f"onmt_{name}"].write_text(yaml.safe_dump(onmt_config(work, spm_model, work / f"onmt_{name}", updates)))
     run([str(onmt / "onmt_build_vocab"), "-config", str(configs["onmt_decode"]), "-n_sample", "-1"], work / "onmt_vocab.log", onmt_env)
 
+    if args.rounds == 0:  # set-up only (the virtual environments, configs and vocabularies)
+        return
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     rows: dict[str, dict[str, list[float]]] = {"nmt": {}, "JoeyNMT": {}, "OpenNMT-py": {}}
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env python
+"""Train nmt, JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 for the same wall-clock budget on Multi30k de-en
+(the same model sizes, 3,000-token batches, Adam 1e-3, the full validation set every
+`--valid-minutes` or so), one after the other on this machine, and plot validation BLEU against
+minutes (`scripts/plot_time_to_bleu.py`). The peers' virtual environments are the ones
+`scripts/bench_peers.sh` installs; run this through `bash scripts/time_to_bleu.sh`.
+
+    bash scripts/time_to_bleu.sh [--minutes 20]     # about 3 x 20 minutes, nothing else running
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from bench_peers import joey_config, onmt_config
+
+from nmt.config import DataConfig
+from nmt.data.corpus import split_files
+from nmt.data.prepare import prepare
+
+ROOT = Path(__file__).resolve().parents[1]
+STEP_SECONDS = 0.8  # about one training step of the default model on 2 cores: validations every ~N minutes
+
+
+def timed(cmd: list[str], seconds: float, log: Path, env: dict[str, str] | None = None) -> None:
+    """Run `cmd` for at most `seconds` (then stop it), its output into `log`."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--joeynmt-python", required=True)
+    parser.add_argument("--onmt-bin", required=True)
+    parser.add_argument("--minutes", type=float, default=20)
+    parser.add_argument("--valid-minutes", type=float, default=2.5)
+    parser.add_argument("--work", type=Path, default=ROOT / "bench" / "time_to_bleu")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "images" / "time_to_bleu.png")
+    args = parser.parse_args()
+    work = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    data = prepare(DataConfig())
+    spm_model, vocab = work / "spm.model", work / "vocab.txt"
+    spm_model.write_bytes(data.tgt_tokenizer.model_proto)
+    specials = {"<pad>", "<unk>", "<s>", "</s>"}
+    vocab.write_text("".join(p + "\n" for p in data.tgt_tokenizer.pieces(range(len(data.tgt_tokenizer))) if p not in specials))
+    for lang in ("de", "en"):  # onmt_config's validation file names; here the whole validation set
+        shutil.copy(split_files(DataConfig(), "valid")[0].with_suffix(f".{lang}"), work / f"dev20.{lang}")
+    valid_steps, seconds = max(1, int(args.valid_minutes * 60 / STEP_SECONDS)), args.minutes * 60
+
+    timed([sys.executable, "-m", "nmt.train", f"hydra.run.dir={work / 'nmt'}", f"train.max_minutes={args.minutes}",
+           f"train.valid_every={valid_steps}", "train.test_at_end=false", "train.progress=false", "train.early_stopping_patience=100"],
+          seconds + 600, work / "nmt.log")
+
+    joey = joey_config(work, spm_model, vocab, work / "joey", 10**6, 1)
+    joey["data"]["dev"] = str(work / "dev20")
+    joey["training"].update(batch_type="token", batch_size=3000, validation_freq=valid_steps, early_stopping_metric="bleu")
+    (work / "joey.yaml").write_text(yaml.safe_dump(joey))
+    timed([args.joeynmt_python, "-m", "joeynmt", "train", str(work / "joey.yaml")], seconds, work / "joey.out")
+
+    onmt = onmt_config(work, spm_model, work / "onmt_model", 10**6)
+    onmt.update(batch_type="tokens", batch_size=3000, valid_steps=valid_steps, valid_metrics=["BLEU"], log_file=str(work / "onmt.log"))
+    (work / "onmt.yaml").write_text(yaml.safe_dump(onmt))
+    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    subprocess.run([str(Path(args.onmt_bin) / "onmt_build_vocab"), "-config", str(work / "onmt.yaml"), "-n_sample", "-1"], cwd=ROOT,
+                   check=True, capture_output=True, env=env)
+    timed([str(Path(args.onmt_bin) / "onmt_train"), "-config", str(work / "onmt.yaml")], seconds, work / "onmt.out", env)
+
+    subprocess.run([sys.executable, "scripts/plot_time_to_bleu.py", "--nmt", str(work / "nmt"), "--joeynmt", str(work / "joey"),
+                    "--onmt", str(work / "onmt.log"), "--output", str(args.output),
+                    "--title", f"Multi30k de-en, validation BLEU vs minutes, 2 CPU cores ({args.minutes:g} min each)"],
+                   cwd=ROOT, check=True)
+
+
+if __name__ == "__main__":
+    main()
