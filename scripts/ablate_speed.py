@@ -64,6 +64,15 @@ def reference(model: Seq2Seq, batch: Batch) -> torch.Tensor:
     return _reference_loss()(model, batch.src, batch.src_lens, batch.tgt_in, batch.tgt_out, CellType.gru, EPS)[0]
 
 
+def per_step_weight_grads(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """Fast decoder, but autograd's weight gradients of the per-step layers, one per step (nmt.deferred off)."""
+    model.decoder.defer_weight_grads = False
+    try:
+        return batch_loss(model, batch, EPS)[0]
+    finally:
+        model.decoder.defer_weight_grads = True
+
+
 def bf16(model: Seq2Seq, batch: Batch) -> torch.Tensor:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         return batch_loss(model, batch, EPS)[0]
@@ -73,6 +82,7 @@ VARIANTS: dict[str, tuple[str, Callable[[Seq2Seq, Batch], torch.Tensor]]] = {
     "reference": ("plain step-by-step reference (nothing hoisted, torch cross-entropy on all positions)", reference),
     "all_positions": ("fast decoder, vocabulary projection on padded positions too", all_positions),
     "plain_ce": ("fast decoder, autograd cross-entropy instead of the fused one", plain_ce),
+    "per_step_weight_grads": ("fast decoder, per-step weight gradients (autograd's) instead of deferred ones", per_step_weight_grads),
     "optimised": ("fast decoder + fused loss (the default)", optimised),
     "bf16": ("the default under bf16 autocast (`train.precision=bf16`)", bf16),
     "compile": ("the default with the decoder step compiled (`train.compile=true`)", optimised),

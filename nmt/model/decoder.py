@@ -26,6 +26,8 @@ from nmt.model.cells import CELLS, State
 class Decoder(nn.Module):
     """RNN decoder with attention; returns logits and the alignment (attention) matrices."""
 
+    defer_weight_grads = True  # nmt.deferred in training (False: autograd's per-step weight gradients; for ablations)
+
     def __init__(
         self,
         embedding: nn.Embedding,
@@ -105,7 +107,8 @@ class Decoder(nn.Module):
         # (T, B, G), hoisted. unbind (not gates[i]) so backward stacks the step gradients
         # instead of adding a full-size zero-padded gradient per step.
         gates = self.embed_gates(emb).transpose(0, 1).unbind(0)
-        deferred = DeferredWeightGrads(self.step_layers()) if torch.is_grad_enabled() and state[0].requires_grad else None
+        wanted = self.defer_weight_grads and torch.is_grad_enabled() and state[0].requires_grad
+        deferred = DeferredWeightGrads(self.step_layers()) if wanted else None
         if deferred is not None:
             state = (deferred.anchor(state[0]), *state[1:])
         context = emb.new_zeros(tgt_in.size(0), self.context_size)
