@@ -46,7 +46,17 @@ class DeferredWeightGrads:
         return _Anchor.apply(s0, self, *params)  # type: ignore[no-any-return]
 
     def weight_grads(self) -> list[torch.Tensor | None]:
-        """dW = G^T X (and db = sum G) of each layer over every step, in `anchor`'s parameter order."""
+        """dW = G^T X (and db = sum G) of each layer over every step, in `anchor`'s parameter order;
+        empties the store. (It must: a kept input x holds its graph, whose deferred nodes hold this
+        store, a cycle through autograd's C++ graph that Python's collector cannot see: every
+        batch's activations would stay alive.)"""
+        try:
+            return self._weight_grads()
+        finally:
+            for kept in (*self.inputs.values(), *self.grads.values()):
+                kept.clear()
+
+    def _weight_grads(self) -> list[torch.Tensor | None]:
         grads: list[torch.Tensor | None] = []
         for layer in self.layers:
             key = id(layer)
