@@ -32,14 +32,15 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = ["dot", "general", "additive", "location", "scaled_dot"]
 MODES = ["soft", "hard_gumbel", "hard_reinforce", "local_m", "local_p"]  # presets of configs/model/attention
 DEFAULT = "additive-soft"
 SENTENCE = 0  # the test sentence of the figure
-FIELDS = ["run", "status", "score", "mode", "variant", "steps", "minutes", "bleu", "chrf", "entropy", "tau", "aer", "diagonal_aer",
-          "skipped_steps"]
+FIELDS = ["run", "status", "score", "mode", "variant", "steps", "minutes", "threads", "bleu", "chrf", "entropy", "tau", "aer",
+          "diagonal_aer", "skipped_steps"]
 
 
 def runs(guide_weights: list[float]) -> dict[str, list[str]]:
@@ -98,8 +99,9 @@ def collect(out: Path, names: list[str]) -> list[dict[str, Any]]:
             continue
         m = json.loads(path.read_text())
         test, valid = m.get("test", {}), m["valid"]
+        threads = OmegaConf.load(out / name / ".hydra" / "config.yaml").train.threads  # minutes depend on it
         rows.append({"run": name, "score": m["score"], "mode": m["mode"], "variant": m["variant"], "status": "ok",
-                     "steps": m["steps"], "minutes": m["minutes"], "bleu": test.get("bleu"), "chrf": test.get("chrf"),
+                     "steps": m["steps"], "minutes": m["minutes"], "threads": threads, "bleu": test.get("bleu"), "chrf": test.get("chrf"),
                      "entropy": valid.get("attention_entropy"), "tau": test.get("kendall_tau"),
                      "aer": test.get("aer"), "diagonal_aer": test.get("diagonal_aer"), "skipped_steps": m["skipped_steps"]})
     return rows
@@ -128,14 +130,15 @@ def fmt(value: Any, digits: int = 2) -> str:
 
 def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, dict[str, float]], steps: int, docs: Path) -> None:
     ok = [r for r in rows if r["status"] == "ok" and not r["run"].startswith("reverse")]
-    header = "| run | score | mode | variant | BLEU | chrF | entropy | Kendall tau | AER vs eflomal | diagonal AER | minutes |"
+    header = "| run | score | mode | variant | BLEU | chrF | entropy | Kendall tau | AER vs eflomal | diagonal AER | minutes (threads) |"
     lines = [header, "|" + "---|" * 11]
     for r in rows:
         if r["status"] != "ok":
             lines.append(f"| {r['run']} | {r['status']} | | | | | | | | | |")
             continue
         lines.append(f"| {r['run']} | {r['score']} | {r['mode']} | {r['variant']} | {fmt(r['bleu'])} | {fmt(r['chrf'])} | "
-                     f"{fmt(r['entropy'])} | {fmt(r['tau'])} | {fmt(r['aer'], 3)} | {fmt(r['diagonal_aer'], 3)} | {fmt(r['minutes'], 1)} |")
+                     f"{fmt(r['entropy'])} | {fmt(r['tau'])} | {fmt(r['aer'], 3)} | {fmt(r['diagonal_aer'], 3)} | "
+                     f"{fmt(r['minutes'], 1)} ({r['threads']}) |")
     best_aer = min(ok, key=lambda r: r["aer"])
     best_bleu = max(ok, key=lambda r: r["bleu"])
     below_diagonal = [r["run"] for r in ok if r["aer"] < r["diagonal_aer"]]
