@@ -19,11 +19,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from nmt.config import CellType, DataConfig, ModelConfig
 from nmt.data.batching import Batch, BatchSampler
 from nmt.data.prepare import prepare
 from nmt.data.tokenizer import PAD
+from nmt.dropout import Dropout
 from nmt.model.build import build_model
 from nmt.model.seq2seq import Seq2Seq
 from nmt.runtime import configure_allocator, seed_everything, set_threads
@@ -73,6 +75,18 @@ def per_step_weight_grads(model: Seq2Seq, batch: Batch) -> torch.Tensor:
         model.decoder.defer_weight_grads = True
 
 
+def torch_dropout(model: Seq2Seq, batch: Batch) -> torch.Tensor:
+    """The default, but torch's dropout (masks from bernoulli_) instead of nmt.dropout's."""
+    swapped = {name: module for name, module in model.named_modules() if isinstance(module, Dropout)}
+    try:
+        for name, module in swapped.items():
+            model.set_submodule(name, nn.Dropout(module.p))
+        return batch_loss(model, batch, EPS)[0]
+    finally:
+        for name, module in swapped.items():
+            model.set_submodule(name, module)
+
+
 def bf16(model: Seq2Seq, batch: Batch) -> torch.Tensor:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         return batch_loss(model, batch, EPS)[0]
@@ -83,6 +97,7 @@ VARIANTS: dict[str, tuple[str, Callable[[Seq2Seq, Batch], torch.Tensor]]] = {
     "all_positions": ("fast decoder, vocabulary projection on padded positions too", all_positions),
     "plain_ce": ("fast decoder, autograd cross-entropy instead of the fused one", plain_ce),
     "per_step_weight_grads": ("fast decoder, per-step weight gradients (autograd's) instead of deferred ones", per_step_weight_grads),
+    "torch_dropout": ("fast decoder, torch's dropout (bernoulli_ masks) instead of nmt.dropout's", torch_dropout),
     "optimised": ("fast decoder + fused loss (the default)", optimised),
     "bf16": ("the default under bf16 autocast (`train.precision=bf16`)", bf16),
     "compile": ("the default with the decoder step compiled (`train.compile=true`)", optimised),

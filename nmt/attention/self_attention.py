@@ -8,6 +8,7 @@ from torch import nn
 
 from nmt.attention.modes import masked_softmax
 from nmt.attention.scores import AttentionScore
+from nmt.dropout import Dropout
 
 
 class SelfAttentionLayer(nn.Module):
@@ -19,7 +20,7 @@ class SelfAttentionLayer(nn.Module):
         self.W_K = nn.Linear(size, size, bias=False)
         self.W_V = nn.Linear(size, size, bias=False)
         self.score = score
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, S, d), mask (B, S) True at real tokens -> h (B, S, d) (0 at padding), weights (B, S, S)."""

@@ -20,6 +20,7 @@ from torch import nn
 
 from nmt.attention.block import Attention, AttentionMemory
 from nmt.deferred import DeferredWeightGrads
+from nmt.dropout import Dropout
 from nmt.model.cells import CELLS, State
 
 
@@ -56,8 +57,8 @@ class Decoder(nn.Module):
         self.generator = nn.Linear(output_size, vocab_size, bias=False)
         if tie_embeddings:
             self.generator.weight = embedding.weight
-        self.embedding_dropout = nn.Dropout(embedding_dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.embedding_dropout = Dropout(embedding_dropout)
+        self.dropout = Dropout(dropout)
         self.context_size = context_size
 
     def init_state(self, encoder_final: torch.Tensor) -> State:

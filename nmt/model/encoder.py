@@ -7,6 +7,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.attention.self_attention import SelfAttentionLayer
+from nmt.dropout import Dropout
 
 RNN_CLASSES: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
 
@@ -24,7 +25,7 @@ class Encoder(nn.Module):
             input_size, hidden_size, num_layers=layers, batch_first=True,
             bidirectional=True, dropout=dropout if layers > 1 else 0.0,
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.output_size = 2 * hidden_size
         self.self_attention = self_attention
 

@@ -9,6 +9,7 @@ from torch import nn
 
 from nmt.attention.memory import AttentionMemory
 from nmt.data.tokenizer import PAD
+from nmt.dropout import Dropout
 from nmt.model.cells import State
 from nmt.model.decoder import Decoder
 from nmt.model.encoder import Encoder
@@ -31,7 +32,7 @@ class Seq2Seq(nn.Module):
         self.src_embedding = src_embedding
         self.encoder = encoder
         self.decoder = decoder
-        self.embedding_dropout = nn.Dropout(embedding_dropout)
+        self.embedding_dropout = Dropout(embedding_dropout)
 
     @property
     def max_source_len(self) -> int | None:
