@@ -146,6 +146,7 @@ def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, dict[
 recall {fmt(agreement['gdfa']['recall'], 3)}), intersection AER {fmt(agreement['intersection']['aer'], 3)}
 (precision {fmt(agreement['intersection']['precision'], 3)}); the en-de model alone
 {fmt(agreement['gdfa']['reverse_aer'], 3)}.""" if agreement else "not run yet.")
+    missing = "" if all(r["status"] == "ok" for r in rows) else " (the command trains the missing ones and rewrites this page)"
     text = f"""# Attention on Multi30k: how good an alignment is it?
 
 Made by `python scripts/attention_study.py` (runs in `{out}`; this page, `docs/attention_multi30k.csv` and
@@ -157,6 +158,8 @@ alignment, Kendall's tau between target order and each target word's most-attend
 forced word alignment scored against eflomal's grow-diag-final-and links (`make aligner`; AER of
 *agreement with a statistical aligner*, not against human gold), with the diagonal baseline (target
 word j linked to source word floor((j + 1/2) |src| / |tgt|)) on the same sentences.
+
+{len([r for r in rows if r["status"] == "ok"])} of {len(rows)} runs finished{missing}.
 
 {chr(10).join(lines)}
 
