@@ -23,6 +23,7 @@ import argparse
 import csv
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -62,6 +63,8 @@ def train(name: str, overrides: list[str], steps: int, threads: int, out: Path) 
     run_dir = out / name
     if (run_dir / "metrics.json").is_file():
         return f"{name}: done already"
+    if run_dir.exists():  # an interrupted run: start it again, so that its minutes mean one uninterrupted run
+        shutil.rmtree(run_dir)
     cmd = [sys.executable, "-m", "nmt.train", *overrides, f"train.max_steps={steps}", f"train.valid_every={steps}", "train.max_minutes=0",
            f"train.threads={threads}", "train.progress=false", f"hydra.run.dir={run_dir}"]
     start = time.monotonic()
