@@ -14,7 +14,7 @@ test at the end: greedy BLEU and chrF on test_2016_flickr, and the attention rea
 alignment of the test set, scored against eflomal's grow-diag-final-and links (`make aligner`;
 agreement with a statistical aligner, not gold accuracy) beside the diagonal baseline. Every run's
 hyper-parameters and final metrics also go to TensorBoard's HParams dashboard (every training
-writes them, `nmt.run_report.write_hparams`): `tensorboard --logdir {out}`.
+writes them, `nmt.run_report.write_hparams`): `tensorboard --logdir {shown}`.
 """
 
 from __future__ import annotations
@@ -149,13 +149,14 @@ def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, dict[
 recall {fmt(agreement['gdfa']['recall'], 3)}), intersection AER {fmt(agreement['intersection']['aer'], 3)}
 (precision {fmt(agreement['intersection']['precision'], 3)}); the en-de model alone
 {fmt(agreement['gdfa']['reverse_aer'], 3)}.""" if agreement else "not run yet.")
+    shown = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     missing = "" if all(r["status"] == "ok" for r in rows) else " (the command trains the missing ones and rewrites this page)"
     text = f"""# Attention on Multi30k: how good an alignment is it?
 
-Made by `python scripts/attention_study.py` (runs in `{out}`; this page, `docs/attention_multi30k.csv` and
+Made by `python scripts/attention_study.py` (runs in `{shown}`; this page, `docs/attention_multi30k.csv` and
 `docs/images/attention_multi30k.png` are its output). Every run is the default model (bi-GRU 256, GRU decoder
 512, embeddings 256, joint sentencepiece 8k) with one attention variant, trained on Multi30k de-en for
-**{steps} steps** (a step budget, about 8 minutes of one run alone on 2 cores), scored on test_2016_flickr:
+**{steps} steps** (a step budget: about 6 minutes, test included, for one run alone on 2 cores), scored on test_2016_flickr:
 greedy BLEU and chrF; the attention's mean row entropy (validation, nats); the monotonicity of its
 alignment, Kendall's tau between target order and each target word's most-attended source word; and its
 forced word alignment scored against eflomal's grow-diag-final-and links (`make aligner`; AER of
@@ -178,7 +179,7 @@ Variants whose attention agrees with eflomal better than the diagonal line: {len
 *Test sentence {SENTENCE + 1}, forced alignment (subword pieces; rows: the step that predicted each target
 piece), every variant side by side.*
 
-TensorBoard's HParams dashboard holds the same runs and metrics: `tensorboard --logdir {out}`.
+TensorBoard's HParams dashboard holds the same runs and metrics: `tensorboard --logdir {shown}`.
 """
     (docs / "attention_multi30k.md").write_text(text)
     with open(docs / "attention_multi30k.csv", "w", newline="") as f:
