@@ -45,7 +45,7 @@ bench: ## Training throughput / FLOP utilisation, then decoding speed of the new
 bench-peers: ## Side by side with JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 (each in its own venv), about 45 min
 	bash scripts/bench_peers.sh $(ARGS)
 
-test: ## The fast suite (every module; slow end-to-end runs excluded): under 2 minutes on 2 cores
+test: ## The fast suite (every module; slow end-to-end runs excluded): under 3 minutes on 2 cores
 	$(PYTHON) -m pytest -q
 
 test-all: ## Every test, the slow end-to-end runs included (what CI runs)
