@@ -69,24 +69,8 @@ def average_checkpoints(paths: list[Path]) -> Checkpoint:
     for path, ckpt in zip(paths[1:], loaded[1:]):
         if ckpt.config.get("model") != first.config.get("model") or not torch.equal(ckpt.src_spm, first.src_spm):
             raise UserError(f"{path}: not the same model as {paths[0]} (model config or subword vocabulary differs)")
-    weights = [evaluated_weights(c) for c in loaded]
+    weights = [c.evaluated_weights() for c in loaded]
     model = {name: torch.stack([w[name].double() for w in weights]).mean(0).to(weights[0][name].dtype) for name in weights[0]}
     return Checkpoint(model=model, config=first.config, src_spm=first.src_spm, tgt_spm=first.tgt_spm,
                       step=max(c.step for c in loaded), epoch=max(c.epoch for c in loaded), n_params=first.n_params)
 
-
-def evaluated_weights(checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
-    """The weights a checkpoint is evaluated with: its state dict, with the moving average's
-    parameters in place of the training ones when it kept one. A tied weight (one tensor under
-    several names, as the target embeddings and the output layer) gets its average under every name."""
-    weights = dict(checkpoint.model)
-    if not checkpoint.ema:
-        return weights
-    names_of: dict[int, list[str]] = {}
-    for name, tensor in checkpoint.model.items():
-        names_of.setdefault(tensor.data_ptr(), []).append(name)
-    for name, average in checkpoint.ema.items():
-        if name in checkpoint.model:
-            for alias in names_of[checkpoint.model[name].data_ptr()]:
-                weights[alias] = average
-    return weights

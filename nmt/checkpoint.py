@@ -51,6 +51,22 @@ class Checkpoint:
     ema: dict[str, torch.Tensor] | None = None  # the moving average of the parameters (train.ema_decay), evaluated instead
     version: int = CHECKPOINT_VERSION
 
+    def evaluated_weights(self) -> dict[str, torch.Tensor]:
+        """The weights this checkpoint is evaluated with: its state dict, with the moving average's
+        parameters in place of the training ones when it kept one. A tied weight (one tensor under
+        several names, as the target embeddings and the output layer) gets its average under every name."""
+        weights = dict(self.model)
+        if not self.ema:
+            return weights
+        names_of: dict[int, list[str]] = {}
+        for name, tensor in self.model.items():
+            names_of.setdefault(tensor.data_ptr(), []).append(name)
+        for name, average in self.ema.items():
+            if name in self.model:
+                for alias in names_of[self.model[name].data_ptr()]:
+                    weights[alias] = average
+        return weights
+
     def payload(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -151,11 +167,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Se
     except UserError as err:
         raise UserError(f"{path}: {err}") from None
     try:
-        model.load_state_dict(checkpoint.model)
-        if checkpoint.ema:  # the moving average is what validation measured: evaluate it
-            with torch.no_grad():
-                for name, p in model.named_parameters():
-                    p.copy_(checkpoint.ema[name])
+        model.load_state_dict(checkpoint.evaluated_weights())  # the moving average, if kept, is what validation measured
     except (RuntimeError, TypeError, AttributeError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: weights do not fit the model its config describes ({first})") from None

@@ -10,7 +10,7 @@ import pytest
 import torch
 from support import ROOT, cli, compose_config, toy_overrides
 
-from nmt.averaging import ParameterAverage, average_checkpoints, evaluated_weights
+from nmt.averaging import ParameterAverage, average_checkpoints
 from nmt.checkpoint import load_checkpoint, load_model, load_models
 from nmt.model.ensemble import Ensemble
 from nmt.search import beam_search
@@ -46,7 +46,7 @@ def test_training_with_a_moving_average_and_kept_checkpoints(workdir: Path) -> N
     for name, p in model.named_parameters():
         torch.testing.assert_close(p, last.ema[name])
     averaged = average_checkpoints(sorted(folder.glob("step-*.pt")))
-    a, b = (evaluated_weights(load_checkpoint(p)) for p in sorted(folder.glob("step-*.pt")))
+    a, b = (load_checkpoint(p).evaluated_weights() for p in sorted(folder.glob("step-*.pt")))
     for name, value in averaged.model.items():
         torch.testing.assert_close(value, (a[name] + b[name]) / 2)
     out = workdir / "avg.pt"

@@ -27,7 +27,7 @@ class GRUStep(nn.Module):
 
     def forward(self, gates_in: torch.Tensor, state: State, deferred: DeferredWeightGrads | None = None) -> State:
         """gates_in (B, 3H) input pre-activations, state (s (B, H),) -> new state. `deferred`: form
-        the recurrent weight's gradient once per batch (nmt.model.deferred)."""
+        the recurrent weight's gradient once per batch (nmt.deferred)."""
         (s,) = state
         gh = deferred.linear(self.hidden, s) if deferred is not None else self.hidden(s)
         i_r, i_z, i_n = gates_in.chunk(3, dim=1)

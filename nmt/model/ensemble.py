@@ -12,9 +12,8 @@ import torch
 from torch import nn
 
 from nmt.attention.memory import AttentionMemory
+from nmt.model.cells import State
 from nmt.model.seq2seq import Seq2Seq
-
-State = tuple[torch.Tensor, ...]
 
 
 class EnsembleMemory:
