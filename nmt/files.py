@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
+import hashlib
 import os
 import shutil
 import tempfile
@@ -50,6 +52,18 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_output(path, "wb") as f:
         f.write(data)
+
+
+def content_digest(path: Path) -> str:
+    """SHA-1 of a file's bytes (hex), remembered per (path, size, mtime) within a process."""
+    st = path.stat()
+    return _digest(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha1").hexdigest()
 
 
 def temporary_dir(beside: Path) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,19 @@ def test_second_prepare_reuses_the_cache_and_a_change_invalidates_it(workdir: Pa
     assert len(second.split("train")) == 10
     third = prepare(custom_config(workdir, ["data.max_len=5"]).data)
     assert third.folder != first.folder
+
+
+def test_cache_follows_file_contents_not_times(workdir: Path) -> None:
+    """A corpus copied anew (same bytes, new mtimes) reuses its prepared data; edited, it does not."""
+    pairs = {"train": [("a b c", "c b a")] * 10, "valid": [("a", "a")], "test": [("b", "b")]}
+    write_corpus(workdir / "corpus", pairs)
+    first = prepare(custom_config(workdir).data).folder
+    for path in (workdir / "corpus").iterdir():
+        os.utime(path, ns=(1, 1))
+    assert prepare(custom_config(workdir).data).folder == first
+    pairs["train"][0] = ("a b", "b a")
+    write_corpus(workdir / "corpus", pairs)
+    assert prepare(custom_config(workdir).data).folder != first
 
 
 def test_line_count_mismatch_names_both_files(workdir: Path) -> None:

@@ -24,7 +24,7 @@ from nmt.config import CorpusSource, DataConfig
 from nmt.data.corpus import describe_split, load_split, split_files
 from nmt.data.tokenizer import EOS, Tokenizer, side_lines, train_sentencepiece
 from nmt.errors import UserError
-from nmt.files import atomic_write_bytes, atomic_write_text, file_lock, remove_orphans, temporary_dir
+from nmt.files import atomic_write_bytes, atomic_write_text, content_digest, file_lock, remove_orphans, temporary_dir
 
 log = logging.getLogger(__name__)
 
@@ -95,16 +95,16 @@ def cache_key(cfg: DataConfig) -> str:
     fields = {k: v for k, v in asdict(cfg).items() if k not in _NOT_IN_KEY}
     fields["format"] = _FORMAT
     if cfg.source != CorpusSource.hub:
-        stamps = []
+        # The files' contents, not their paths or times: a corpus copied or moved (new mtimes)
+        # reuses its prepared data, an edited one is prepared afresh.
+        digests = []
         for split in ("train", "valid", "test"):
             try:
-                for path in split_files(cfg, split):
-                    st = path.stat()
-                    stamps.append((str(path.resolve()), st.st_size, st.st_mtime_ns))
-            except Exception:  # a missing test split only matters when it is used
+                digests.extend((split, content_digest(path)) for path in split_files(cfg, split))
+            except (OSError, UserError):  # a missing test split only matters when it is used
                 if split == "train":
                     raise
-        fields["files"] = stamps
+        fields["files"] = digests
     blob = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
