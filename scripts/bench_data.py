@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ import numpy as np
 
 from nmt.config import CorpusSource, DataConfig
 from nmt.data.prepare import prepare
+from nmt.runtime import machine_description
 
 SYLLABLES = np.array(["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "an", "el", "or", "ub", "sch", "ei", "au", "ng"])
 
@@ -91,7 +91,7 @@ def main() -> None:
             "pairs": args.pairs, "kept": len(train), "dropped_too_long": stats.too_long, "corpus_mib": round(corpus_mib, 1),
             "generate_s": round(generate_s, 1), "prepare_s": round(prepare_s, 1),
             "peak_rss_mib": round(peak_rss_mib(), 1), "peak_rss_after_generation_mib": round(rss_after_generation, 1),
-            "cpus": len(os.sched_getaffinity(0)), "machine": platform.processor() or platform.machine(),
+            "cpus": len(os.sched_getaffinity(0)), "machine": machine_description(),
         }))
     finally:
         if args.workdir is None:

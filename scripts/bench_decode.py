@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 
@@ -21,7 +20,7 @@ from nmt.config import DecodeConfig
 from nmt.data.corpus import load_split
 from nmt.data.prepare import encode_pairs
 from nmt.decoding import translate_dataset
-from nmt.runtime import configure_allocator, set_threads
+from nmt.runtime import configure_allocator, machine_description, set_threads
 
 
 def main() -> None:
@@ -45,7 +44,7 @@ def main() -> None:
     ds = encode_pairs(raw, src_tok, tgt_tok, f"bench-{args.split}-{len(raw)}")
     result: dict[str, object] = {
         "checkpoint": ckpt, "sentences": len(ds), "runs": args.runs, "threads": torch.get_num_threads(),
-        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads",
+        "machine": machine_description(),
     }
     for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
         times = []

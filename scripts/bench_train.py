@@ -6,7 +6,7 @@ the shuffled first epoch: `--warmup` steps, then `--steps` timed steps, `--runs`
 is rebuilt from the seed each run); each timed step includes batch assembly and the optimiser, as
 in `nmt.train`. FLOPs of the training step (forward + backward) are counted by
 `torch.utils.flop_counter` on those batches; FLOP utilisation divides the achieved FLOP/s by this
-machine's fp32 matmul FLOP/s, measured here too. Prints one JSON line (medians over runs):
+machine's fp32 matmul FLOP/s, measured here too, before each run (the median). Prints one JSON line (medians over runs):
 
     python scripts/bench_train.py [--steps 40] [--runs 3] [overrides ...]
     python scripts/bench_train.py data.batch_sentences=64 data.batch_tokens=100000
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import statistics
 import sys
@@ -29,7 +28,7 @@ from nmt.cli import compose_train_config
 from nmt.data.batching import BatchSampler
 from nmt.data.tokenizer import PAD
 from nmt.model.build import build_model
-from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads
+from nmt.runtime import autocast_dtype, configure_allocator, machine_description, resolve_device, seed_everything, set_threads
 from nmt.step import batch_loss, train_step
 
 
@@ -67,9 +66,11 @@ def main() -> None:
     indices = sampler.batches(0)[: args.warmup + args.steps]
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    tokens_per_s, sentences_per_s, step_ms = [], [], []
+    tokens_per_s, sentences_per_s, step_ms, peaks = [], [], [], []
     model = None
     for run in range(args.runs):
+        if device.type == "cpu":  # the machine's rate beside each run, under the same conditions
+            peaks.append(matmul_flops(torch.get_num_threads()))
         seed_everything(cfg.seed)
         model = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device).train()
         if cfg.train.compile:
@@ -108,7 +109,7 @@ def main() -> None:
     timed_tokens = sum(int((sampler.collate(i).tgt_out != PAD).sum()) for i in indices[args.warmup :])
     flop_per_token = flops / timed_tokens
     achieved = statistics.median(tokens_per_s) * flop_per_token
-    peak = matmul_flops(torch.get_num_threads()) if device.type == "cpu" else float("nan")
+    peak = statistics.median(peaks) if peaks else float("nan")
     print(json.dumps({
         "overrides": args.overrides, "device": str(device), "precision": "bf16" if cast else "fp32", "compile": cfg.train.compile,
         "threads": torch.get_num_threads(), "runs": args.runs, "steps": args.steps,
@@ -117,7 +118,7 @@ def main() -> None:
         "gflop_per_step": round(flops / args.steps / 1e9, 2), "achieved_gflop_s": round(achieved / 1e9, 2),
         "machine_fp32_matmul_gflop_s": round(peak / 1e9, 1), "flop_utilisation": round(achieved / peak, 4),
         "peak_rss_mib": round(peak_rss, 1), "rss_before_training_mib": round(rss_before, 1),
-        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads",
+        "machine": machine_description(),
     }))
 
 

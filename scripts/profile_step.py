@@ -26,6 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--shapes", action="store_true", help="also break the matrix products down by input shapes")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     cfg = compose_train_config(args.overrides)
@@ -54,7 +55,7 @@ def main() -> None:
     for index in batches[:3]:
         step(index, False)
     start = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=args.shapes, with_flops=args.shapes) as prof:
         tokens = sum(step(index, True) for index in batches[3:])
     wall = (time.perf_counter() - start) / args.steps
     events = prof.key_averages()
@@ -70,6 +71,13 @@ def main() -> None:
     for e in ops:
         ms, share = e.self_cpu_time_total / 1000 / args.steps, e.self_cpu_time_total / total
         print(f"| `{e.key}` | {ms:.1f} | {share:.1%} | {e.count // args.steps} |")
+    if args.shapes:
+        print("\n| matrix product | input shapes | ms/step | calls/step | GFLOP/s |\n|---|---|---|---|---|")
+        products = [e for e in prof.key_averages(group_by_input_shape=True) if e.key in ("aten::mm", "aten::addmm", "aten::bmm")]
+        for e in sorted(products, key=lambda e: -e.self_cpu_time_total)[: args.top]:
+            ms = e.self_cpu_time_total / 1000 / args.steps
+            rate = e.flops / e.self_cpu_time_total / 1e3 if e.flops else float("nan")  # flops per microsecond / 1e3
+            print(f"| `{e.key}` | {e.input_shapes} | {ms:.1f} | {e.count // args.steps} | {rate:.0f} |")
 
 
 if __name__ == "__main__":
