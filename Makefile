@@ -42,7 +42,7 @@ bench: ## Training throughput / FLOP utilisation, then decoding speed of the new
 	$(PYTHON) scripts/bench_train.py $(ARGS)
 	$(PYTHON) scripts/bench_decode.py $(if $(CKPT),--ckpt $(CKPT))
 
-bench-peers: ## Side by side with JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 (each in its own venv), about 45 min
+bench-peers: ## Side by side with JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 (each in its own venv), about 25 min on 2 cores
 	bash scripts/bench_peers.sh $(ARGS)
 
 test: ## The fast suite (every module; slow end-to-end runs excluded): under 3 minutes on 2 cores
