@@ -58,14 +58,20 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return {"fp32": None, "bf16": torch.bfloat16}[precision]
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what `platform` knows, e.g. "AMD EPYC"."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:  # not Linux
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine_description() -> str:
     """The CPU's model name, the cores this process may use and torch's threads, e.g. "AMD EPYC,
     2 cores, 2 threads": benchmark figures mean little without it (cloud machines of one size
     differ in CPU from one start to the next)."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    except OSError:  # not Linux
-        pass
-    return f"{model}, {len(os.sched_getaffinity(0))} cores, {torch.get_num_threads()} threads"
+    return f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores, {torch.get_num_threads()} threads"

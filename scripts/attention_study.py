@@ -35,12 +35,14 @@ import numpy as np
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf
 
+from nmt.runtime import cpu_model
+
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = ["dot", "general", "additive", "location", "scaled_dot"]
 MODES = ["soft", "hard_gumbel", "hard_reinforce", "local_m", "local_p"]  # presets of configs/model/attention
 DEFAULT = "additive-soft"
 SENTENCE = 0  # the test sentence of the figure
-FIELDS = ["run", "status", "score", "mode", "variant", "steps", "minutes", "threads", "bleu", "chrf", "entropy", "tau", "aer",
+FIELDS = ["run", "status", "score", "mode", "variant", "steps", "minutes", "threads", "machine", "bleu", "chrf", "entropy", "tau", "aer",
           "diagonal_aer", "skipped_steps"]
 
 
@@ -71,9 +73,16 @@ def train(name: str, overrides: list[str], steps: int, threads: int, out: Path) 
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     (run_dir / "study.log").parent.mkdir(parents=True, exist_ok=True)
     (run_dir / "study.log").write_text(proc.stdout + proc.stderr)
+    (run_dir / "machine.txt").write_text(cpu_model() + "\n")  # its minutes are this CPU's
     last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
     status = "ok" if proc.returncode == 0 else f"failed ({last})"
     return f"{name}: {status} in {(time.monotonic() - start) / 60:.1f} min"
+
+
+def machine(run_dir: Path) -> str:
+    """The CPU a run trained on (its minutes depend on it), as the study recorded it."""
+    path = run_dir / "machine.txt"
+    return path.read_text().strip() if path.is_file() else "not recorded"
 
 
 def symmetrised(out: Path) -> dict[str, dict[str, float]]:
@@ -104,7 +113,7 @@ def collect(out: Path, names: list[str]) -> list[dict[str, Any]]:
         test, valid = m.get("test", {}), m["valid"]
         threads = OmegaConf.load(out / name / ".hydra" / "config.yaml").train.threads  # minutes depend on it
         rows.append({"run": name, "score": m["score"], "mode": m["mode"], "variant": m["variant"], "status": "ok",
-                     "steps": m["steps"], "minutes": m["minutes"], "threads": threads, "bleu": test.get("bleu"), "chrf": test.get("chrf"),
+                     "steps": m["steps"], "minutes": m["minutes"], "threads": threads, "machine": machine(out / name), "bleu": test.get("bleu"), "chrf": test.get("chrf"),
                      "entropy": valid.get("attention_entropy"), "tau": test.get("kendall_tau"),
                      "aer": test.get("aer"), "diagonal_aer": test.get("diagonal_aer"), "skipped_steps": m["skipped_steps"]})
     return rows
@@ -133,15 +142,16 @@ def fmt(value: Any, digits: int = 2) -> str:
 
 def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, dict[str, float]], steps: int, docs: Path) -> None:
     ok = [r for r in rows if r["status"] == "ok" and not r["run"].startswith("reverse")]
-    header = "| run | score | mode | variant | BLEU | chrF | entropy | Kendall tau | AER vs eflomal | diagonal AER | minutes (threads) |"
-    lines = [header, "|" + "---|" * 11]
+    header = ("| run | score | mode | variant | BLEU | chrF | entropy | Kendall tau | AER vs eflomal | diagonal AER "
+              "| minutes (threads) | CPU |")
+    lines = [header, "|" + "---|" * 12]
     for r in rows:
         if r["status"] != "ok":
-            lines.append(f"| {r['run']} | {r['status']} | | | | | | | | | |")
+            lines.append(f"| {r['run']} | {r['status']} | | | | | | | | | | |")
             continue
         lines.append(f"| {r['run']} | {r['score']} | {r['mode']} | {r['variant']} | {fmt(r['bleu'])} | {fmt(r['chrf'])} | "
                      f"{fmt(r['entropy'])} | {fmt(r['tau'])} | {fmt(r['aer'], 3)} | {fmt(r['diagonal_aer'], 3)} | "
-                     f"{fmt(r['minutes'], 1)} ({r['threads']}) |")
+                     f"{fmt(r['minutes'], 1)} ({r['threads']}) | {r['machine']} |")
     best_aer = min(ok, key=lambda r: r["aer"])
     best_bleu = max(ok, key=lambda r: r["bleu"])
     below_diagonal = [r["run"] for r in ok if r["aer"] < r["diagonal_aer"]]
