@@ -113,7 +113,8 @@ def collect(out: Path, names: list[str]) -> list[dict[str, Any]]:
         test, valid = m.get("test", {}), m["valid"]
         threads = OmegaConf.load(out / name / ".hydra" / "config.yaml").train.threads  # minutes depend on it
         rows.append({"run": name, "score": m["score"], "mode": m["mode"], "variant": m["variant"], "status": "ok",
-                     "steps": m["steps"], "minutes": m["minutes"], "threads": threads, "machine": machine(out / name), "bleu": test.get("bleu"), "chrf": test.get("chrf"),
+                     "steps": m["steps"], "minutes": m["minutes"], "threads": threads, "machine": machine(out / name),
+                     "bleu": test.get("bleu"), "chrf": test.get("chrf"),
                      "entropy": valid.get("attention_entropy"), "tau": test.get("kendall_tau"),
                      "aer": test.get("aer"), "diagonal_aer": test.get("diagonal_aer"), "skipped_steps": m["skipped_steps"]})
     return rows

@@ -97,7 +97,7 @@ def cache_key(cfg: DataConfig) -> str:
     if cfg.source != CorpusSource.hub:
         # The files' contents, not their paths or times: a corpus copied or moved (new mtimes)
         # reuses its prepared data, an edited one is prepared afresh.
-        digests = []
+        digests: list[tuple[str, str]] = []
         for split in ("train", "valid", "test"):
             try:
                 digests.extend((split, content_digest(path)) for path in split_files(cfg, split))
