@@ -103,8 +103,9 @@ def check_train(cfg: Config) -> None:
     if att.mode == Mode.local and att.window < 1:
         raise UserError(f"model.attention.window={att.window}: must be >= 1")
     check_guided_alignment(cfg)
-    if cfg.train.schedule != Schedule.plateau and not (cfg.train.max_steps or cfg.train.max_minutes):
-        raise UserError(f"train.schedule={cfg.train.schedule.value} decays over the budget: set train.max_steps or train.max_minutes")
+    if cfg.train.schedule != Schedule.plateau and not (cfg.train.max_steps or cfg.train.max_epochs or cfg.train.max_minutes):
+        raise UserError(f"train.schedule={cfg.train.schedule.value} decays over the budget: "
+                        "set train.max_steps, train.max_epochs or train.max_minutes (or train.schedule=plateau)")
     check_device("train.device", cfg.train.device)
     check_file("train.init_from", cfg.train.init_from, "checkpoint")
     if cfg.train.resume not in ("", "auto") and not Path(cfg.train.resume).exists():

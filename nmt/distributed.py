@@ -85,13 +85,31 @@ def from_main(compute: Callable[[], T], world: World) -> T:
     return box[0]
 
 
+def shard_size(n_batches: int, world: World) -> int:
+    """How many of an epoch's `n_batches` batches each rank trains on (as `shard` hands them out)."""
+    return (n_batches - n_batches % world.size) // world.size if world.distributed else n_batches
+
+
+def _all_max(t: torch.Tensor) -> torch.Tensor:
+    """The element-wise max of `t` over the ranks (NCCL reduces CUDA tensors only: a CPU value travels through the GPU)."""
+    moved = t.cuda() if dist.get_backend() == "nccl" else t
+    dist.all_reduce(moved, op=dist.ReduceOp.MAX)
+    return moved.cpu()
+
+
 def any_rank(flag: bool, world: World) -> bool:
     """True on every rank when `flag` is true on at least one (e.g. a non-finite loss)."""
     if not world.distributed:
         return flag
-    t = torch.tensor([int(flag)], dtype=torch.int32)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return bool(_all_max(torch.tensor([int(flag)], dtype=torch.int32)).item())
+
+
+def longest(value: float, world: World) -> float:
+    """The largest of every rank's `value`, on every rank: one clock for all (e.g. the elapsed
+    seconds a wall-clock schedule reads, which would otherwise differ between replicas)."""
+    if not world.distributed:
+        return value
+    return float(_all_max(torch.tensor([value], dtype=torch.float64)).item())
 
 
 def parameter_digest(model: torch.nn.Module) -> str:

@@ -1,12 +1,13 @@
-"""Learning-rate schedules. `plateau` (the default) halves the rate when validation BLEU stops
-improving (torch's ReduceLROnPlateau); `linear` and `cosine` know the training budget: after
-`warmup_steps` of linear warm-up the rate falls from `lr` to `min_lr` exactly when the budget
-(`max_steps` or `max_minutes`, whichever comes first) is spent, as budgeted-training studies
+"""Learning-rate schedules. `linear` and `cosine` (the default) know the training budget: after
+`warmup_steps` of linear warm-up the rate falls from `lr` to `min_lr` when the budget (`max_steps`,
+`max_epochs` or `max_minutes`, whichever comes first) is spent, as budgeted-training studies
 recommend (Li et al. 2020, "Budgeted training: rethinking deep neural network training under
-resource constraints").
+resource constraints"); `plateau` halves the rate when validation BLEU stops improving (torch's
+ReduceLROnPlateau), for runs without a budget or with a stopping target.
 
 A budget schedule is a pure function of the step and the elapsed training time, both part of the
-training state, so a resumed run continues it exactly where it was.
+training state, so a resumed run continues it where it was; data-parallel replicas read one clock
+(the slowest rank's), so they take the same rate.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from nmt.config import Schedule
+from nmt.config import Schedule, TrainConfig
 
 DECAYS: dict[Schedule, Callable[[float], float]] = {
     Schedule.linear: lambda progress: 1.0 - progress,
@@ -48,3 +49,11 @@ class BudgetSchedule:
         for group in optimizer.param_groups:
             group["lr"] = rate
         return rate
+
+
+def budget_steps(tc: TrainConfig, steps_per_epoch: int) -> int:
+    """The step budget a schedule decays over: max_steps, or max_epochs of `steps_per_epoch` (the
+    first epoch's count; length bucketing changes it by a batch or two), whichever is smaller;
+    0 when only max_minutes bounds the run."""
+    budgets = [b for b in (tc.max_steps, tc.max_epochs * steps_per_epoch) if b]
+    return min(budgets) if budgets else 0

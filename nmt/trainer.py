@@ -44,7 +44,7 @@ from nmt.resume import (
 )
 from nmt.run_report import write_metrics
 from nmt.runtime import autocast_dtype, configure_allocator, resolve_device, seed_everything, set_threads
-from nmt.schedule import BudgetSchedule
+from nmt.schedule import BudgetSchedule, budget_steps
 from nmt.step import StepResult, train_step
 from nmt.training_log import TrainingLog
 from nmt.validation import attention_examples, check_gold, validate
@@ -75,7 +75,7 @@ class Trainer:
             self.optimizer, mode="max", factor=tc.lr_decay_factor, patience=tc.lr_decay_patience, min_lr=tc.min_lr
         )
         self.budget = None if tc.schedule == Schedule.plateau else BudgetSchedule(
-            tc.schedule, tc.lr, tc.min_lr, tc.warmup_steps, tc.max_steps, tc.max_minutes * 60
+            tc.schedule, tc.lr, tc.min_lr, tc.warmup_steps, budget_steps(tc, dist.shard_size(len(self.sampler), world)), tc.max_minutes * 60
         )
         self.resolved = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
         self.state = TrainingState()
@@ -172,8 +172,8 @@ class Trainer:
         """One step on the batch of rows `index`; then logging, validation and the stop rules it calls for."""
         tc, st = self.cfg.train, self.state
         t0 = time.perf_counter()
-        if self.budget is not None:
-            self.budget.apply(self.optimizer, st.step, self._elapsed())
+        if self.budget is not None:  # every replica reads the same clock, so all take the same rate
+            self.budget.apply(self.optimizer, st.step, dist.longest(self._elapsed(), self.world))
         batch = self.sampler.collate(index)
         if self.guidance is not None:
             batch.guide = self.guidance.batch(index, batch.src.size(1), batch.tgt_in.size(1))

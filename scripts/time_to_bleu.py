@@ -1,9 +1,12 @@
 #!/usr/bin/env python
 """Train nmt, JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 for the same wall-clock budget on Multi30k de-en
-(the same model sizes, 3,000-token batches, Adam 1e-3, the full validation set every
-`--valid-minutes` or so), one after the other on this machine, and plot validation BLEU against
-minutes (`scripts/plot_time_to_bleu.py`). The peers' virtual environments are the ones
-`scripts/bench_peers.sh` installs; run this through `bash scripts/time_to_bleu.sh`.
+(the same model sizes, the same batches: nmt's default of `data.batch_tokens` tokens, Adam at nmt's
+peak rate `train.lr`; the full validation set every `--valid-minutes` of nmt's steps), one after
+the other on this machine, and plot validation BLEU against minutes (`scripts/plot_time_to_bleu.py`).
+nmt runs its default recipe, which decays the rate to the end of the budget (`train.schedule=cosine`);
+the peers keep the rate constant: JoeyNMT's plateau scheduler breaks on torch 2.13, and neither
+peer has a schedule that ends with a wall-clock budget. The peers' virtual environments are the
+ones `scripts/bench_peers.sh` installs; run this through `bash scripts/time_to_bleu.sh`.
 
     bash scripts/time_to_bleu.sh [--minutes 20]     # about 3 x 20 minutes, nothing else running
 """
@@ -20,12 +23,12 @@ from pathlib import Path
 import yaml
 from bench_peers import joey_config, onmt_config
 
-from nmt.config import DataConfig
+from nmt.config import DataConfig, TrainConfig
 from nmt.data.corpus import split_files
 from nmt.data.prepare import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
-STEP_SECONDS = 0.8  # about one training step of the default model on 2 cores: validations every ~N minutes
+STEP_SECONDS = 0.4  # about one training step of the default model on 2 cores: validations every ~N minutes
 
 
 def timed(cmd: list[str], seconds: float, log: Path, env: dict[str, str] | None = None) -> None:
@@ -66,12 +69,15 @@ def main() -> None:
 
     joey = joey_config(work, spm_model, vocab, work / "joey", 10**6, 1)
     joey["data"]["dev"] = str(work / "dev20")
-    joey["training"].update(batch_type="token", batch_size=3000, validation_freq=valid_steps, early_stopping_metric="bleu")
+    batch_tokens, lr = DataConfig().batch_tokens, TrainConfig().lr
+    joey["training"].update(batch_type="token", batch_size=batch_tokens, learning_rate=lr, validation_freq=valid_steps,
+                            early_stopping_metric="bleu")
     (work / "joey.yaml").write_text(yaml.safe_dump(joey))
     timed([args.joeynmt_python, "-m", "joeynmt", "train", str(work / "joey.yaml")], seconds, work / "joey.out")
 
     onmt = onmt_config(work, spm_model, work / "onmt_model", 10**6)
-    onmt.update(batch_type="tokens", batch_size=3000, valid_steps=valid_steps, valid_metrics=["BLEU"], log_file=str(work / "onmt.log"))
+    onmt.update(batch_type="tokens", batch_size=batch_tokens, learning_rate=lr, valid_steps=valid_steps, valid_metrics=["BLEU"],
+                log_file=str(work / "onmt.log"))
     (work / "onmt.yaml").write_text(yaml.safe_dump(onmt))
     env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
     subprocess.run([str(Path(args.onmt_bin) / "onmt_build_vocab"), "-config", str(work / "onmt.yaml"), "-n_sample", "-1"], cwd=ROOT,

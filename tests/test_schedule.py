@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from nmt.config import Schedule
 from nmt.config_checks import check_settings
 from nmt.errors import UserError
-from nmt.schedule import BudgetSchedule
+from nmt.schedule import BudgetSchedule, budget_steps
 from nmt.trainer import train
 
 
@@ -35,8 +35,30 @@ def test_warm_up_then_decay_and_the_time_budget_counts_too() -> None:
 
 def test_a_budget_schedule_needs_a_budget(workdir: Path) -> None:
     cfg = compose_config(toy_overrides(workdir) + ["train.schedule=cosine", "train.max_minutes=0", "train.max_steps=0"])
-    with pytest.raises(UserError, match="train.schedule=cosine decays over the budget: set train.max_steps or train.max_minutes"):
+    with pytest.raises(UserError, match="train.schedule=cosine decays over the budget: set train.max_steps, train.max_epochs or"):
         check_settings(cfg)
+    check_settings(compose_config(toy_overrides(workdir) + ["train.max_minutes=0", "train.max_epochs=3"]))  # epochs are a budget too
+    check_settings(compose_config(toy_overrides(workdir) + ["train.max_minutes=0", "train.schedule=plateau"]))  # plateau needs none
+
+
+def test_the_step_budget_is_the_nearest_of_max_steps_and_max_epochs(workdir: Path) -> None:
+    budget = lambda *overrides: budget_steps(compose_config(toy_overrides(workdir) + list(overrides)).train, 40)  # noqa: E731
+    assert budget("train.max_steps=0", "train.max_epochs=0") == 0  # max_minutes alone: the schedule follows the clock
+    assert budget("train.max_steps=0", "train.max_epochs=3") == 120
+    assert budget("train.max_steps=100", "train.max_epochs=3") == 100
+    assert budget("train.max_steps=500", "train.max_epochs=3") == 120
+
+
+def test_training_for_epochs_decays_to_min_lr_at_the_last_epoch(workdir: Path) -> None:
+    cfg = compose_config(toy_overrides(workdir, task="copy", n_train=300) + [
+        "train.schedule=linear", "train.warmup_steps=0", "train.max_epochs=2", "train.max_minutes=0", "train.log_every=1",
+        "train.valid_every=1000", "train.test_at_end=false", "train.min_lr=0"])
+    train(cfg, workdir / "run")
+    events = EventAccumulator(str(workdir / "run" / "tensorboard"))
+    events.Reload()
+    rates = [e.value for e in events.Scalars("train/lr")]
+    # the first epoch's batch count sets the budget: the last step of a same-sized second epoch is 1/n before its end
+    assert rates[0] == pytest.approx(cfg.train.lr) and 0 <= rates[-1] <= cfg.train.lr * 2 / len(rates)
 
 
 def test_training_follows_the_schedule(workdir: Path) -> None:
