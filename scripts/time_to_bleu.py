@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Train nmt, JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 for the same wall-clock budget on Multi30k de-en
 (the same model sizes, the same batches: nmt's default of `data.batch_tokens` tokens, Adam at nmt's
-peak rate `train.lr`; the full validation set every `--valid-minutes` of nmt's steps), one after
+peak rate `train.lr`; the full validation set every `--valid-minutes` of each system's training), one after
 the other on this machine, and plot validation BLEU against minutes (`scripts/plot_time_to_bleu.py`).
 nmt runs its default recipe, which decays the rate to the end of the budget (`train.schedule=cosine`);
 the peers keep the rate constant: JoeyNMT's plateau scheduler breaks on torch 2.13, and neither
@@ -28,7 +28,10 @@ from nmt.data.corpus import split_files
 from nmt.data.prepare import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
-STEP_SECONDS = 0.4  # about one training step of the default model on 2 cores: validations every ~N minutes
+# About one training step of each system on the default batches on 2 cores (nmt's measured; the peers'
+# from its training tokens/s over theirs in `make bench-peers`: 3.9x JoeyNMT, 2.0x OpenNMT-py), so that
+# each validates about every --valid-minutes of its own training.
+STEP_SECONDS = {"nmt": 0.4, "joeynmt": 0.4 * 3.9, "onmt": 0.4 * 2.0}
 
 
 def timed(cmd: list[str], seconds: float, log: Path, env: dict[str, str] | None = None) -> None:
@@ -61,28 +64,30 @@ def main() -> None:
     vocab.write_text("".join(p + "\n" for p in data.tgt_tokenizer.pieces(range(len(data.tgt_tokenizer))) if p not in specials))
     for lang in ("de", "en"):  # onmt_config's validation file names; here the whole validation set
         shutil.copy(split_files(DataConfig(), "valid")[0].with_suffix(f".{lang}"), work / f"dev20.{lang}")
-    valid_steps, seconds = max(1, int(args.valid_minutes * 60 / STEP_SECONDS)), args.minutes * 60
+    valid_steps = {name: max(1, int(args.valid_minutes * 60 / step)) for name, step in STEP_SECONDS.items()}
+    seconds = args.minutes * 60
 
     timed([sys.executable, "-m", "nmt.train", f"hydra.run.dir={work / 'nmt'}", f"train.max_minutes={args.minutes}",
-           f"train.valid_every={valid_steps}", "train.test_at_end=false", "train.progress=false", "train.early_stopping_patience=100"],
-          seconds + 600, work / "nmt.log")
+           f"train.valid_every={valid_steps['nmt']}", "train.test_at_end=false", "train.progress=false",
+           "train.early_stopping_patience=100"], seconds + 600, work / "nmt.log")
+    setup = 60  # the peers are stopped from outside: a minute for loading the data before their first step
 
     joey = joey_config(work, spm_model, vocab, work / "joey", 10**6, 1)
     joey["data"]["dev"] = str(work / "dev20")
     batch_tokens, lr = DataConfig().batch_tokens, TrainConfig().lr
-    joey["training"].update(batch_type="token", batch_size=batch_tokens, learning_rate=lr, validation_freq=valid_steps,
-                            early_stopping_metric="bleu")
+    joey["training"].update(batch_type="token", batch_size=batch_tokens, learning_rate=lr,
+                            validation_freq=valid_steps["joeynmt"], early_stopping_metric="bleu")
     (work / "joey.yaml").write_text(yaml.safe_dump(joey))
-    timed([args.joeynmt_python, "-m", "joeynmt", "train", str(work / "joey.yaml")], seconds, work / "joey.out")
+    timed([args.joeynmt_python, "-m", "joeynmt", "train", str(work / "joey.yaml")], seconds + setup, work / "joey.out")
 
     onmt = onmt_config(work, spm_model, work / "onmt_model", 10**6)
-    onmt.update(batch_type="tokens", batch_size=batch_tokens, learning_rate=lr, valid_steps=valid_steps, valid_metrics=["BLEU"],
+    onmt.update(batch_type="tokens", batch_size=batch_tokens, learning_rate=lr, valid_steps=valid_steps["onmt"], valid_metrics=["BLEU"],
                 log_file=str(work / "onmt.log"))
     (work / "onmt.yaml").write_text(yaml.safe_dump(onmt))
     env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
     subprocess.run([str(Path(args.onmt_bin) / "onmt_build_vocab"), "-config", str(work / "onmt.yaml"), "-n_sample", "-1"], cwd=ROOT,
                    check=True, capture_output=True, env=env)
-    timed([str(Path(args.onmt_bin) / "onmt_train"), "-config", str(work / "onmt.yaml")], seconds, work / "onmt.out", env)
+    timed([str(Path(args.onmt_bin) / "onmt_train"), "-config", str(work / "onmt.yaml")], seconds + setup, work / "onmt.out", env)
 
     subprocess.run([sys.executable, "scripts/plot_time_to_bleu.py", "--nmt", str(work / "nmt"), "--joeynmt", str(work / "joey"),
                     "--onmt", str(work / "onmt.log"), "--output", str(args.output),
