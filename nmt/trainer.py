@@ -172,8 +172,10 @@ class Trainer:
         """One step on the batch of rows `index`; then logging, validation and the stop rules it calls for."""
         tc, st = self.cfg.train, self.state
         t0 = time.perf_counter()
-        if self.budget is not None:  # every replica reads the same clock, so all take the same rate
-            self.budget.apply(self.optimizer, st.step, dist.longest(self._elapsed(), self.world))
+        if self.budget is not None:
+            # a time budget: every replica reads the same clock (one collective), so all take the same rate
+            seconds = dist.longest(self._elapsed(), self.world) if self.budget.max_seconds else 0.0
+            self.budget.apply(self.optimizer, st.step, seconds)
         batch = self.sampler.collate(index)
         if self.guidance is not None:
             batch.guide = self.guidance.batch(index, batch.src.size(1), batch.tgt_in.size(1))
