@@ -24,7 +24,8 @@ from nmt.model.build import build_model
 from nmt.model.ensemble import DecodingModel, Ensemble
 from nmt.model.seq2seq import Seq2Seq
 
-CHECKPOINT_VERSION = 2  # 1: before the version key (validation decoding under train.valid_*)
+# 1: before the version key (validation decoding under train.valid_*); 2: before `members` (ensembles)
+CHECKPOINT_VERSION = 3
 
 
 @dataclass
@@ -49,6 +50,9 @@ class Checkpoint:
     train_state: dict[str, Any] | None = None  # nmt.trainer.TrainingState as a dict
     rng: list[Any] | None = None  # nmt.resume.rng_state() of each training process
     ema: dict[str, torch.Tensor] | None = None  # the moving average of the parameters (train.ema_decay), evaluated instead
+    # An ensemble checkpoint (`ensemble_checkpoint`): the weights of its other models, each built
+    # from the same `config`, which decode together with `model`; None for a single model.
+    members: list[dict[str, torch.Tensor]] | None = None
     version: int = CHECKPOINT_VERSION
 
     def evaluated_weights(self) -> dict[str, torch.Tensor]:
@@ -118,6 +122,9 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
             raise UserError(f"{path}: checkpoint lacks '{key}'")
         if not isinstance(payload[key], kinds):
             raise UserError(f"{path}: checkpoint's '{key}' is a {type(payload[key]).__name__}, expected a {kinds[0].__name__}")
+    members = payload.get("members")
+    if members is not None and not (isinstance(members, list) and all(isinstance(m, dict) for m in members)):
+        raise UserError(f"{path}: checkpoint's 'members' is a {type(members).__name__}, expected a list of state dicts")
     known = {f.name for f in fields(Checkpoint)}
     return Checkpoint(**{k: v for k, v in payload.items() if k in known and k != "version"})
 
@@ -157,21 +164,46 @@ def tokenizers_from_checkpoint(checkpoint: Checkpoint, path: str | Path = "check
         raise UserError(f"{path}: the checkpoint's subword models are not valid sentencepiece models ({err})") from None
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Seq2Seq, Config, Tokenizer, Tokenizer]:
-    """Rebuild a trained model from a checkpoint -> (model in eval mode, config, src tokenizer, tgt tokenizer)."""
-    checkpoint = load_checkpoint(path, device)
-    cfg = config_from_checkpoint(checkpoint, path)
-    src_tok, tgt_tok = tokenizers_from_checkpoint(checkpoint, path)
+def _built(cfg: Config, weights: dict[str, torch.Tensor], vocab: tuple[int, int], path: str | Path) -> Seq2Seq:
     try:
-        model = build_model(cfg.model, len(src_tok), len(tgt_tok))
+        model = build_model(cfg.model, *vocab)
     except UserError as err:
         raise UserError(f"{path}: {err}") from None
     try:
-        model.load_state_dict(checkpoint.evaluated_weights())  # the moving average, if kept, is what validation measured
+        model.load_state_dict(weights)
     except (RuntimeError, TypeError, AttributeError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path}: weights do not fit the model its config describes ({first})") from None
+    return model
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[DecodingModel, Config, Tokenizer, Tokenizer]:
+    """Rebuild a trained model from a checkpoint -> (model in eval mode, config, src tokenizer, tgt
+    tokenizer); an ensemble checkpoint gives an `Ensemble` of its models."""
+    checkpoint = load_checkpoint(path, device)
+    cfg = config_from_checkpoint(checkpoint, path)
+    src_tok, tgt_tok = tokenizers_from_checkpoint(checkpoint, path)
+    vocab = (len(src_tok), len(tgt_tok))
+    # the moving average, if kept, is what validation measured
+    models = [_built(cfg, w, vocab, path) for w in [checkpoint.evaluated_weights(), *(checkpoint.members or [])]]
+    model: DecodingModel = models[0] if len(models) == 1 else Ensemble(models)
     return model.to(device).eval(), cfg, src_tok, tgt_tok
+
+
+def ensemble_checkpoint(paths: list[Path]) -> Checkpoint:
+    """One checkpoint holding the evaluated weights of the models of `paths` (all of one model
+    config and one pair of subword models), which every command decodes as an ensemble; weights only."""
+    loaded = [load_checkpoint(path) for path in paths]
+    first = loaded[0]
+    for path, checkpoint in zip(paths[1:], loaded[1:]):
+        if checkpoint.config.get("model") != first.config.get("model"):
+            raise UserError(f"{path}: its model config differs from that of {paths[0]}; an ensemble checkpoint holds one config")
+        spm = (tensor_bytes(checkpoint.src_spm), tensor_bytes(checkpoint.tgt_spm))
+        if spm != (tensor_bytes(first.src_spm), tensor_bytes(first.tgt_spm)):
+            raise UserError(f"{path}: its subword vocabularies differ from those of {paths[0]}; an ensemble's models must share them")
+    weights = [w for checkpoint in loaded for w in [checkpoint.evaluated_weights(), *(checkpoint.members or [])]]
+    return Checkpoint(model=weights[0], members=weights[1:], config=first.config, src_spm=first.src_spm, tgt_spm=first.tgt_spm,
+                      step=max(c.step for c in loaded), epoch=max(c.epoch for c in loaded), n_params=sum(c.n_params for c in loaded))
 
 
 def newest_checkpoint(runs_dir: str | Path, name: str = "best.pt") -> Path:
@@ -188,8 +220,8 @@ def checkpoint_path(ckpt: str | None, runs_dir: str) -> Path:
 
 
 def load_models(paths: list[str | Path], device: str | torch.device = "cpu") -> tuple[DecodingModel, Config, Tokenizer, Tokenizer]:
-    """One checkpoint as `load_model`, or several as an `Ensemble` (their subword models must be the
-    same) -> (model in eval mode, the first one's config, src tokenizer, tgt tokenizer)."""
+    """One checkpoint as `load_model`, or several as an `Ensemble` of all their models (their
+    subword models must be the same) -> (model in eval mode, the first one's config, src tokenizer, tgt tokenizer)."""
     first, cfg, src_tok, tgt_tok = load_model(paths[0], device)
     if len(paths) == 1:
         return first, cfg, src_tok, tgt_tok
@@ -199,4 +231,5 @@ def load_models(paths: list[str | Path], device: str | torch.device = "cpu") -> 
         if src.model_proto != src_tok.model_proto or tgt.model_proto != tgt_tok.model_proto:
             raise UserError(f"{path}: its subword vocabularies differ from those of {paths[0]}; an ensemble's models must share them")
         models.append(model)
-    return Ensemble(models).eval(), cfg, src_tok, tgt_tok
+    members = [m for model in models for m in (model.members if isinstance(model, Ensemble) else [model])]
+    return Ensemble(members).eval(), cfg, src_tok, tgt_tok

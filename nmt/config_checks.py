@@ -10,6 +10,7 @@ A broken rule is a UserError that names the key, its value and what is expected.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,19 @@ def check_train(cfg: Config) -> None:
     check_file("train.init_from", cfg.train.init_from, "checkpoint")
     if cfg.train.resume not in ("", "auto") and not Path(cfg.train.resume).exists():
         raise UserError(f"train.resume={cfg.train.resume}: no checkpoint at {cfg.train.resume}")
+    check_ensemble(cfg)
+
+
+def check_ensemble(cfg: Config) -> None:
+    """train.ensemble_size > 1 starts its own processes: not under torchrun, and it resumes from a run directory."""
+    size, resume = cfg.train.ensemble_size, cfg.train.resume
+    if size == 1:
+        return
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UserError(f"train.ensemble_size={size} starts one process per model: run it without torchrun")
+    if resume not in ("", "auto") and not Path(resume).is_dir():
+        raise UserError(f"train.resume={resume}: an ensemble (train.ensemble_size={size}) resumes from its run directory, "
+                        "not from a checkpoint file")
 
 
 def check_guided_alignment(cfg: Config) -> None:

@@ -34,19 +34,34 @@ def write_metrics(cfg: Config, run_dir: Path, state: TrainingState, n_params: in
         "valid": state.best,
     }
     if cfg.train.test_at_end and state.best:
-        best = str(run_dir / "checkpoints" / "best.pt")
-        report = evaluate_checkpoint(EvalConfig(
-            ckpt=best, split="test", device=cfg.train.device, decode=cfg.train.decode
-        ))
-        metrics["test"] = {k: report[k] for k in ("bleu", "chrf", "exact_match")}
-        if gold_alignment_file(cfg.data, "test") is not None or aligner_links(cfg.data, "test") is not None:
-            options = AlignOptions(out=str(run_dir / "align-test"), heatmaps=4)
-            align = AlignConfig(ckpt=best, split="test", device=cfg.train.device, decode=cfg.train.decode, align=options)
-            scores = export_alignments(align)
-            metrics["test"].update({k: scores[k] for k in ("aer", "precision", "recall", "reference", "kendall_tau")},
-                                   diagonal_aer=scores["diagonal"]["aer"])
+        metrics["test"] = test_report(cfg, run_dir)
+    save_metrics(cfg, run_dir, metrics)
+
+
+def save_metrics(cfg: Config, run_dir: Path, metrics: dict[str, Any]) -> None:
+    """`{run_dir}/metrics.json` (atomically) and its TensorBoard HParams session."""
     atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     write_hparams(cfg, run_dir / "tensorboard" / "hparams", metrics)
+
+
+def scores_of(cfg: Config, ckpt: Path, split: str) -> dict[str, float]:
+    """BLEU, chrF and exact match of `ckpt` on `split`, decoded as `train.decode` says."""
+    report = evaluate_checkpoint(EvalConfig(ckpt=str(ckpt), split=split, device=cfg.train.device, decode=cfg.train.decode))
+    return {k: report[k] for k in ("bleu", "chrf", "exact_match")}
+
+
+def test_report(cfg: Config, run_dir: Path) -> dict[str, Any]:
+    """The test scores of `{run_dir}/checkpoints/best.pt`, with those of its alignments (into
+    `align-test/`) when the corpus has gold ones or the aligner's links."""
+    best = run_dir / "checkpoints" / "best.pt"
+    test: dict[str, Any] = scores_of(cfg, best, "test")
+    if gold_alignment_file(cfg.data, "test") is not None or aligner_links(cfg.data, "test") is not None:
+        options = AlignOptions(out=str(run_dir / "align-test"), heatmaps=4)
+        align = AlignConfig(ckpt=str(best), split="test", device=cfg.train.device, decode=cfg.train.decode, align=options)
+        scores = export_alignments(align)
+        test.update({k: scores[k] for k in ("aer", "precision", "recall", "reference", "kendall_tau")},
+                    diagonal_aer=scores["diagonal"]["aer"])
+    return test
 
 
 def write_hparams(cfg: Config, folder: Path, metrics: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ set of outputs is written however many processes train.
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import sys
 import tempfile
@@ -20,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from nmt import cli
 from nmt.config import Config
 from nmt.distributed import env_rank
+from nmt.ensemble_training import train_ensemble
 from nmt.files import atomic_write_text
 from nmt.trainer import train
 
@@ -37,12 +39,20 @@ def save_hydra_record(cfg: DictConfig, run_dir: Path) -> None:
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 @cli.exit_on_user_error
 def main(cfg: DictConfig) -> float:
-    """Train; returns the best validation BLEU (the value Hydra sweepers optimise)."""
+    """Train one model, or an ensemble (`train.ensemble_size`); returns the best validation BLEU
+    (the value Hydra sweepers optimise; of the ensemble, when there is one)."""
     config = cli.typed_config(cfg, Config)
     cli.quiet_libraries(config.train.progress)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    state = train(config, run_dir, on_start=lambda: save_hydra_record(cfg, run_dir) if env_rank() == 0 else None)
-    return state.best_bleu
+
+    def record() -> None:
+        if env_rank() == 0:
+            save_hydra_record(cfg, run_dir)
+
+    if config.train.ensemble_size > 1:
+        quiet = functools.partial(cli.quiet_libraries, False)  # in every model: no progress bars (their logs interleave)
+        return train_ensemble(config, run_dir, on_start=record, set_up=quiet).best_bleu
+    return train(config, run_dir, on_start=record).best_bleu
 
 
 def worker_overrides(rank: int) -> list[str]:

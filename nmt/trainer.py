@@ -85,16 +85,10 @@ class Trainer:
         self.started, self.elapsed_before = time.monotonic(), 0.0
 
     def _prepare_data(self) -> PreparedData:
-        """One process fills the data cache (and checks every split and gold file the run will
-        read, before the first step); the others then read it."""
-        splits = ("valid", "test") if self.cfg.train.test_at_end else ("valid",)
-        if self.world.is_main:
-            data = prepare(self.cfg.data)
-            data.check_ready(splits)
-            for split in splits:
-                check_gold(data, split)
+        """One process fills the data cache (and checks it); the others then read it."""
+        data = prepare_checked(self.cfg) if self.world.is_main else None
         dist.barrier(self.world)
-        return data if self.world.is_main else prepare(self.cfg.data)
+        return data if data is not None else prepare(self.cfg.data)
 
     def resume(self) -> None:
         """Continue the run `train.resume` names, or start from `train.init_from`'s weights."""
@@ -285,10 +279,25 @@ class Trainer:
         return st
 
 
+def prepare_checked(cfg: Config, test_at_end: bool | None = None) -> PreparedData:
+    """The run's data, prepared (filling the cache), with every split and gold file the run will
+    read checked before the first step (the test split only if it is tested at the end)."""
+    test = cfg.train.test_at_end if test_at_end is None else test_at_end
+    splits = ("valid", "test") if test else ("valid",)
+    data = prepare(cfg.data)
+    data.check_ready(splits)
+    for split in splits:
+        check_gold(data, split)
+    return data
+
+
 def train(cfg: Config, run_dir: Path, on_start: Callable[[], None] | None = None) -> TrainingState:
     """Train a model as `cfg` says, writing checkpoints and TensorBoard events into `run_dir`, which
     it holds for itself (a second training there is refused); `on_start` runs once it holds it.
     Returns the final state: step, epoch, best validation metrics, stop reason."""
+    if cfg.train.ensemble_size != 1:
+        raise UserError(f"train.ensemble_size={cfg.train.ensemble_size}: nmt.trainer.train trains one model; "
+                        "nmt.ensemble_training.train_ensemble trains ensembles")
     run_dir = Path(run_dir)
     with hold_run_dir(run_dir):
         if on_start is not None:

@@ -68,7 +68,7 @@ def train(name: str, overrides: list[str], steps: int, threads: int, out: Path) 
     if run_dir.exists():  # an interrupted run: start it again, so that its minutes mean one uninterrupted run
         shutil.rmtree(run_dir)
     cmd = [sys.executable, "-m", "nmt.train", *overrides, f"train.max_steps={steps}", f"train.valid_every={steps}", "train.max_minutes=0",
-           f"train.threads={threads}", "train.progress=false", f"hydra.run.dir={run_dir}"]
+           f"train.threads={threads}", "train.progress=false", "train.ensemble_size=1", f"hydra.run.dir={run_dir}"]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     (run_dir / "study.log").parent.mkdir(parents=True, exist_ok=True)

@@ -178,7 +178,8 @@ def main() -> None:
             shutil.rmtree(ours, ignore_errors=True)
             run([sys.executable, "-m", "nmt.train", *MODEL, f"train.max_steps={args.decode_updates}",
                  f"train.valid_every={args.decode_updates}",
-                 "train.test_at_end=false", "train.progress=false", f"hydra.run.dir={ours}"], work / "nmt_train.log", env)
+                 "train.test_at_end=false", "train.progress=false", "train.ensemble_size=1",  # one model, as the peers train
+                 f"hydra.run.dir={ours}"], work / "nmt_train.log", env)
         out, _ = run([sys.executable, "scripts/bench_decode.py", "--ckpt", str(ours / "checkpoints" / "last.pt"), "--runs", "1",
                       "--batch-sentences", "64", "--max-len-extra", "0"], work / "nmt_decode.log", env)
         dec = json.loads(next(line for line in out.splitlines() if line.startswith("{")))

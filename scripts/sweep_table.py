@@ -39,6 +39,7 @@ def _fmt(value: Any, digits: int) -> str:
 def collect(root: Path) -> list[dict[str, str]]:
     """One row per job folder (a folder holding .hydra/ or metrics.json) under root."""
     found = {p.parent for p in root.rglob("metrics.json")} | {p.parent for p in root.rglob(".hydra")}
+    found = {p for p in found if not (p.name.startswith("model") and p.parent in found)}  # an ensemble's models: part of its job
     # natural order: job 2 before job 10
     jobs = sorted(found, key=lambda p: [int(part) if part.isdigit() else part for part in p.relative_to(root).parts])
     rows = []

@@ -51,7 +51,7 @@ def run_nmt(work: Path, minutes: float, valid_steps: int) -> None:
     shutil.rmtree(work / "nmt", ignore_errors=True)
     timed([sys.executable, "-m", "nmt.train", f"hydra.run.dir={work / 'nmt'}", f"train.max_minutes={minutes}",
            f"train.valid_every={valid_steps}", "train.test_at_end=false", "train.progress=false",
-           "train.early_stopping_patience=100"], minutes * 60 + 600, work / "nmt.log")
+           "train.early_stopping_patience=100", "train.ensemble_size=1"], minutes * 60 + 600, work / "nmt.log")  # one model, as the peers
 
 
 def run_joeynmt(work: Path, minutes: float, valid_steps: int, python: str) -> None:

@@ -89,11 +89,11 @@ def depth(name: str, seen: tuple[str, ...] = ()) -> int:
 
 
 def test_imports_form_no_cycle_and_stay_shallow() -> None:
-    # The deepest chain is the layering itself (docs/architecture.md): train -> trainer -> run_report
-    # -> alignment.export -> alignment.extract -> decoding -> search -> model.seq2seq -> model.encoder
-    # -> attention.self_attention -> attention.modes -> attention.memory.
+    # The deepest chain is the layering itself (docs/architecture.md): train -> ensemble_training ->
+    # trainer -> run_report -> alignment.export -> alignment.extract -> decoding -> search ->
+    # model.seq2seq -> model.encoder -> attention.self_attention -> attention.modes -> attention.memory.
     depths = {name: depth(name) for name in modules()}
-    assert max(depths.values()) <= 12, sorted(depths.items(), key=lambda kv: -kv[1])[:5]
+    assert max(depths.values()) <= 13, sorted(depths.items(), key=lambda kv: -kv[1])[:5]
 
 
 def test_the_test_oracle_is_not_shipped_in_the_package() -> None:

@@ -112,7 +112,7 @@ def test_a_version_1_checkpoint_loads_translates_and_resumes(tmp_path: Path, cap
                  "model.encoder.hidden_size=8", "model.decoder.hidden_size=16", "model.decoder.output_size=16",
                  "model.attention.hidden_size=8",
                  "train.max_steps=5", "train.valid_every=3", "train.progress=false", "train.threads=1", "train.test_at_end=false",
-                 "train.resume=auto"]
+                 "train.resume=auto", "train.ensemble_size=1"]
     with caplog.at_level(logging.INFO, logger="nmt.trainer"):
         state = train(compose_config(overrides), run_dir)
     assert f"resumed {run_dir / 'checkpoints' / 'last.pt'} at step 3 (epoch 0, batch 3)" in caplog.text

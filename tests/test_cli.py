@@ -6,7 +6,7 @@ from pathlib import Path
 
 from support import TINY_MODEL, Result, cli, compose_config, toy_overrides
 
-from nmt.trainer import train
+from nmt.ensemble_training import train_ensemble
 
 
 def run(args: list[str], timeout: int = 300) -> Result:
@@ -52,12 +52,12 @@ def test_data_command_prepares_and_reports(workdir: Path) -> None:
 
 
 def test_default_multi30k_pipeline_trains_a_few_steps(workdir: Path) -> None:
-    """The default corpus end to end (tiny model, small vocabulary, 3 steps): no error, real BLEU."""
+    """The default corpus and run end to end (two models, tiny, small vocabulary, 3 steps): no error, real BLEU."""
     cfg = compose_config([
-        f"data.cache_dir={workdir / 'prepared'}", "data.vocab_size=1000", "train.max_steps=3",
+        f"data.cache_dir={workdir / 'prepared'}", "data.vocab_size=1000", "train.max_steps=3", "train.test_at_end=false",
         "train.valid_every=3", "train.progress=false", "train.decode.max_len_extra=2", "train.decode.max_len_ratio=1.0", "train.threads=1",
         *TINY_MODEL,
     ])
-    state = train(cfg, workdir / "run")
-    assert state.step == 3 and 0.0 <= state.best["bleu"] < 100.0
+    result = train_ensemble(cfg, workdir / "run")
+    assert [m["steps"] for m in result.members] == [3, 3] and 0.0 <= result.best_bleu < 100.0
     assert (workdir / "run" / "checkpoints" / "best.pt").is_file()

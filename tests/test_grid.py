@@ -84,7 +84,8 @@ def test_the_grid_trains_a_few_steps_on_a_multi30k_slice(tmp_path: Path) -> None
         sys.executable, "-m", "nmt.train", "-m", "data=custom", f"data.dir={corpus}", "data.src_lang=de",
         "data.tgt_lang=en", "data.vocab_size=300", f"data.cache_dir={tmp_path / 'prepared'}", *TINY_MODEL,
         f"model.attention.score={','.join(SCORES)}", f"model/attention={','.join(MODES)}", "train.max_steps=2",
-        "train.valid_every=2", "train.progress=false", "train.threads=1", "train.decode.max_len_extra=2", "train.decode.max_len_ratio=1.0",
+        "train.valid_every=2", "train.progress=false", "train.threads=1", "train.ensemble_size=1", "train.decode.max_len_extra=2",
+        "train.decode.max_len_ratio=1.0",
         f"hydra.sweep.dir={sweep}",
     ], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

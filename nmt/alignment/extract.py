@@ -11,7 +11,7 @@ from nmt.config import DecodeConfig
 from nmt.data.batching import BatchSampler, RaggedIds
 from nmt.data.tokenizer import PAD, Tokenizer
 from nmt.decoding import translate_dataset
-from nmt.model.seq2seq import Seq2Seq
+from nmt.model.ensemble import DecodingModel
 
 
 def attention_statistics(alphas: torch.Tensor, rows: torch.Tensor) -> tuple[float, float, int]:
@@ -24,7 +24,7 @@ def attention_statistics(alphas: torch.Tensor, rows: torch.Tensor) -> tuple[floa
 
 @torch.no_grad()
 def forced_alignments(
-    model: Seq2Seq, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer,
+    model: DecodingModel, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer,
     batch_tokens: int, device: torch.device, rows: list[int] | None = None,
 ) -> list[SentenceAlignment]:
     """Teacher-forced alignments of the rows `rows` (default: all) of an encoded split, in that order."""
@@ -47,7 +47,7 @@ def forced_alignments(
 
 @torch.no_grad()
 def free_alignments(
-    model: Seq2Seq, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, opts: DecodeConfig, device: torch.device,
+    model: DecodingModel, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, opts: DecodeConfig, device: torch.device,
 ) -> tuple[list[SentenceAlignment], list[str]]:
     """Alignments of the model's own translations (as `opts` decodes) -> (alignments, detokenized translations)."""
     texts, hyps = translate_dataset(model, ds, tgt_tok, opts, device)

@@ -65,6 +65,11 @@ class Ensemble(nn.Module):
         alpha = torch.stack([o[3] for o in outputs]).mean(0)
         return mean, tuple(t for o in outputs for t in o[1]), torch.cat([o[2] for o in outputs], 1), alpha
 
+    def attention_matrices(self, src: torch.Tensor, src_lens: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Forced alignment (as `Seq2Seq.attention_matrices`): the mean of the members' attention,
+        the same mean their joint decoding reports. src (B, S), tgt_in (B, T) -> alphas (B, T, S)."""
+        return torch.stack([m.attention_matrices(src, src_lens, tgt_in) for m in self.members]).mean(0)
+
     def _split(self, state: State) -> list[State]:
         parts, start = [], 0
         for n in self.state_parts:

@@ -1,0 +1,202 @@
+"""`train.ensemble_size=N`: N models trained side by side, then decoded as one ensemble.
+
+Each model is an ordinary training run of its own process, in `{run dir}/model{k}/` (its own
+checkpoints, TensorBoard events, log and metrics.json), with seed `seed + k` (so its initial
+weights, batch order and dropout differ) and `train.threads` threads (0: the cores shared out).
+All read the data this process prepared first and spend the same budget at the same time. When
+the last one ends, `{run dir}/checkpoints/best.pt` (their best.pt files) and `last.pt` (their
+last.pt files) are written as ensemble checkpoints, which every command decodes as an ensemble
+(the mean of the models' probabilities; their mean attention as the alignment), and
+`{run dir}/metrics.json` gets the ensemble's validation and test scores.
+
+Why: on a few CPU cores torch's threads scale poorly on this model's small matrix products, so
+N one-thread trainings do more work per minute than one N-thread training, and an ensemble of
+independently trained models scores above each of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import json
+import logging
+import multiprocessing as mp
+import os
+import queue
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.checkpoint import ensemble_checkpoint, save_checkpoint
+from nmt.config import Config
+from nmt.errors import UserError
+from nmt.resume import hold_run_dir
+from nmt.run_report import save_metrics, scores_of, test_report
+from nmt.trainer import prepare_checked, train
+
+log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+@dataclass
+class EnsembleResult:
+    """What an ensemble training measured: the ensemble's validation scores (of best.pt) and each model's metrics.json."""
+
+    valid: dict[str, float]
+    members: list[dict[str, Any]]
+
+    @property
+    def best_bleu(self) -> float:
+        return self.valid["bleu"]
+
+
+def member_dir(run_dir: Path, k: int) -> Path:
+    """Where model k of the ensemble trains."""
+    return run_dir / f"model{k}"
+
+
+def member_device(device: str, k: int) -> str:
+    """Model k's device: with several GPUs the models take them in turn; otherwise the run's device."""
+    gpus = torch.cuda.device_count() if device in ("auto", "cuda") else 0
+    return f"cuda:{k % gpus}" if gpus > 1 else device
+
+
+def member_config(cfg: Config, k: int) -> Config:
+    """The training config of model k: its own seed, its share of the cores, no progress bar (the
+    models' logs interleave), no test of its own (the ensemble is tested), and its own run to resume."""
+    member = copy.deepcopy(cfg)
+    tc = member.train
+    member.seed = cfg.seed + k
+    tc.ensemble_size = 1
+    tc.threads = cfg.train.threads or max(1, len(os.sched_getaffinity(0)) // cfg.train.ensemble_size)
+    tc.device = member_device(cfg.train.device, k)
+    tc.progress = False
+    tc.test_at_end = False
+    if tc.resume not in ("", "auto"):
+        tc.resume = str(member_dir(Path(tc.resume), k))
+    return member
+
+
+def _log_to(path: Path, k: int) -> None:
+    """A model's process logs to its own train.log and, marked with its number, to the console."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fmt = f"[%(asctime)s][model {k}][%(name)s][%(levelname)s] - %(message)s"
+    handlers: list[logging.Handler] = [logging.FileHandler(path), logging.StreamHandler(sys.stdout)]  # stdout, as Hydra's console log
+    logging.basicConfig(level=logging.INFO, format=fmt, handlers=handlers, force=True)
+
+
+def _die_with_parent(parent: int) -> None:
+    """On Linux, have the kernel stop this process when the ensemble's process dies, even by
+    SIGKILL, so that no model trains on unobserved (its last checkpoint stays intact for a resume)."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before prctl took effect
+        raise SystemExit(1)
+
+
+def _train_member(cfg: Config, run_dir: Path, k: int, errors: Any, parent: int, set_up: Callable[[], None] | None) -> None:
+    """The body of model k's process (spawned: a fresh interpreter, so no state is shared);
+    `set_up` (picklable) prepares the process as the command line prepared the ensemble's."""
+    _die_with_parent(parent)
+    _log_to(run_dir / "train.log", k)
+    if set_up is not None:
+        set_up()
+    try:
+        train(cfg, run_dir)
+    except UserError as err:
+        log.error("%s", err)
+        errors.put((k, str(err)))
+        raise SystemExit(2) from None
+
+
+def _run_members(configs: list[Config], run_dir: Path, set_up: Callable[[], None] | None = None) -> None:
+    """Start every model's process and wait for all; when one fails, stop the others (their last
+    checkpoints stay intact, so `train.resume=auto` continues them) and raise."""
+    ctx = mp.get_context("spawn")  # not fork: torch's thread pools and locks do not survive a fork
+    errors = ctx.Queue()
+    procs: list[BaseProcess] = [
+        ctx.Process(target=_train_member, args=(cfg, member_dir(run_dir, k), k, errors, os.getpid(), set_up), name=f"model{k}")
+        for k, cfg in enumerate(configs)
+    ]
+    try:
+        for proc in procs:
+            proc.start()
+        running = list(procs)
+        while running:
+            wait([p.sentinel for p in running])
+            for proc in [p for p in running if p.exitcode is not None]:
+                running.remove(proc)
+                if proc.exitcode != 0:
+                    k = procs.index(proc)
+                    try:
+                        reason = errors.get(timeout=1)[1]
+                    except queue.Empty:  # not a UserError: the traceback is in its log
+                        reason = f"exit code {proc.exitcode}"
+                    raise UserError(f"model {k} of the ensemble failed: {reason} (its log: {member_dir(run_dir, k) / 'train.log'})")
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+
+
+def write_ensemble(run_dir: Path, size: int) -> None:
+    """`{run_dir}/checkpoints/{best,last}.pt`: the models' best.pt files, and their last.pt files, as ensemble checkpoints."""
+    for name in ("best.pt", "last.pt"):
+        paths = [member_dir(run_dir, k) / "checkpoints" / name for k in range(size)]
+        save_checkpoint(run_dir / "checkpoints" / name, ensemble_checkpoint(paths))
+
+
+def ensemble_metrics(cfg: Config, run_dir: Path, members: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
+    """metrics.json of the ensemble: the run's choices, its models' own metrics, and the
+    ensemble's validation (and, with `train.test_at_end`, test) scores of best.pt."""
+    att = cfg.model.attention
+    metrics: dict[str, Any] = {
+        "data": cfg.data.name, "score": att.score.value, "mode": att.mode.value,
+        "variant": {"hard": att.hard_estimator.value, "local": att.local.value}.get(att.mode.value, ""),
+        "ensemble_size": len(members), "steps": max(m["steps"] for m in members), "minutes": round(minutes, 2),
+        "tokens_per_s": round(sum(m["tokens_per_s"] for m in members), 1), "parameters": sum(m["parameters"] for m in members),
+        "stop": "; ".join(sorted({m["stop"] for m in members})),
+        "valid": scores_of(cfg, run_dir / "checkpoints" / "best.pt", "valid"),
+        "members": members,
+    }
+    if cfg.train.test_at_end:
+        metrics["test"] = test_report(cfg, run_dir)
+    return metrics
+
+
+def train_ensemble(cfg: Config, run_dir: Path, on_start: Callable[[], None] | None = None,
+                   set_up: Callable[[], None] | None = None) -> EnsembleResult:
+    """Train `train.ensemble_size` models at once into `run_dir/model{k}` and write their ensemble
+    checkpoints and metrics.json into `run_dir` (held for the whole run, as `nmt.trainer.train` holds
+    its own); `on_start` runs once it holds it, `set_up` (picklable) first thing in every model's process."""
+    size = cfg.train.ensemble_size
+    run_dir = Path(run_dir)
+    with hold_run_dir(run_dir):
+        if on_start is not None:
+            on_start()
+        prepare_checked(cfg)  # once, here: the models then read the cache instead of racing to fill it
+        configs = [member_config(cfg, k) for k in range(size)]
+        log.info("training %d models side by side (seeds %s, %d thread(s) each) into %s/model*", size,
+                 ", ".join(str(c.seed) for c in configs), configs[0].train.threads, run_dir)
+        started = time.monotonic()
+        _run_members(configs, run_dir, set_up)
+        minutes = (time.monotonic() - started) / 60
+        write_ensemble(run_dir, size)
+        members = [json.loads((member_dir(run_dir, k) / "metrics.json").read_text()) for k in range(size)]
+        metrics = ensemble_metrics(cfg, run_dir, members, minutes)
+        save_metrics(cfg, run_dir, metrics)
+        test = metrics.get("test", {}).get("bleu")
+        log.info("ensemble of %d: valid BLEU %.2f (models %s)%s", size, metrics["valid"]["bleu"],
+                 ", ".join(f"{m['valid']['bleu']:.2f}" for m in members), f"; test BLEU {test:.2f}" if test is not None else "")
+        return EnsembleResult(metrics["valid"], members)

@@ -1,0 +1,163 @@
+"""`train.ensemble_size=N`: N models trained side by side into one run, decoded as an ensemble."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from support import ROOT, assert_user_error, cli, compose_config, toy_overrides
+
+from nmt.checkpoint import ensemble_checkpoint, load_checkpoint, load_model, save_checkpoint
+from nmt.command_config import EvalConfig
+from nmt.ensemble_training import _run_members, member_config, train_ensemble
+from nmt.errors import UserError
+from nmt.evaluation import evaluate_checkpoint
+from nmt.model.ensemble import Ensemble
+
+
+@pytest.fixture(scope="module")
+def ensemble_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two tiny toy-copy models trained together (12 steps each); returns the run folder."""
+    workdir = tmp_path_factory.mktemp("ensemble")
+    cfg = compose_config(toy_overrides(workdir, task="copy", n_train=300) + [
+        "train.ensemble_size=2", "train.max_steps=12", "train.valid_every=6", "seed=7"])
+    result = train_ensemble(cfg, workdir / "run")
+    assert len(result.members) == 2
+    return workdir / "run"
+
+
+def test_each_model_is_a_run_of_its_own_with_its_own_seed(ensemble_run: Path) -> None:
+    seeds, weights = [], []
+    for k in range(2):
+        folder = ensemble_run / f"model{k}"
+        assert (folder / "train.log").read_text().count("step 12 valid") == 1
+        assert json.loads((folder / "metrics.json").read_text())["steps"] == 12
+        last = load_checkpoint(folder / "checkpoints" / "last.pt")
+        seeds.append(last.config["seed"])
+        weights.append(last.model)
+        assert last.config["train"]["ensemble_size"] == 1 and "test" not in json.loads((folder / "metrics.json").read_text())
+    assert seeds == [7, 8]
+    assert not any(torch.equal(weights[0][name], weights[1][name]) for name in weights[0] if weights[0][name].dim() == 2)  # other inits
+
+
+def test_the_ensemble_checkpoints_hold_every_model_and_decode_together(ensemble_run: Path) -> None:
+    for name in ("best.pt", "last.pt"):
+        model, cfg, *_ = load_model(ensemble_run / "checkpoints" / name)
+        assert isinstance(model, Ensemble) and len(model.members) == 2 and cfg.seed == 7
+        for k, member in enumerate(model.members):
+            expected = load_checkpoint(ensemble_run / f"model{k}" / "checkpoints" / name).evaluated_weights()
+            for key, value in member.state_dict().items():
+                torch.testing.assert_close(value, expected[key])
+    metrics = json.loads((ensemble_run / "metrics.json").read_text())
+    assert metrics["ensemble_size"] == 2 and len(metrics["members"]) == 2 and metrics["steps"] == 12
+    assert set(metrics["valid"]) == {"bleu", "chrf", "exact_match"} and "bleu" in metrics["test"]
+    report = evaluate_checkpoint(EvalConfig(ckpt=str(ensemble_run / "checkpoints" / "best.pt"), split="valid", decode=cfg.train.decode))
+    assert report["bleu"] == pytest.approx(metrics["valid"]["bleu"])  # metrics.json scores the ensemble, not one model
+
+
+def test_evaluate_and_align_pick_up_the_ensemble_as_the_newest_run(ensemble_run: Path) -> None:
+    evaluated = cli("nmt.evaluate", [f"runs_dir={ensemble_run}", "decode.beam_size=2"])
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert json.loads((ensemble_run / "checkpoints" / "best.test.json").read_text())["checkpoint"].endswith("run/checkpoints/best.pt")
+    aligned = cli("nmt.align", [f"ckpt={ensemble_run / 'checkpoints' / 'best.pt'}", "split=valid", "align.heatmaps=0"])
+    assert aligned.returncode == 0, aligned.stderr[-2000:]
+
+
+def test_the_ensembles_forced_attention_is_the_mean_of_its_models(ensemble_run: Path) -> None:
+    model, *_ = load_model(ensemble_run / "checkpoints" / "best.pt")
+    assert isinstance(model, Ensemble)
+    src, lens, tgt_in = torch.tensor([[5, 6, 7, 3], [8, 9, 3, 0]]), torch.tensor([4, 3]), torch.tensor([[1, 5, 6, 7], [1, 8, 9, 0]])
+    with torch.no_grad():
+        mean = torch.stack([m.attention_matrices(src, lens, tgt_in) for m in model.members]).mean(0)
+        together = model.attention_matrices(src, lens, tgt_in)
+    torch.testing.assert_close(together, mean)
+    torch.testing.assert_close(together.sum(-1), torch.ones(2, 4))
+    assert together[1, :, 3].abs().max() == 0  # padding: no weight
+
+
+def test_a_model_that_cannot_resume_fails_the_run_in_one_line(ensemble_run: Path) -> None:
+    overrides = [*toy_overrides(ensemble_run.parent, task="copy", n_train=300), "train.ensemble_size=2", "seed=7",
+                 f"hydra.run.dir={ensemble_run}", "train.resume=auto", "model.decoder.hidden_size=48"]
+    last = ensemble_run / "model0" / "checkpoints" / "last.pt"
+    assert_user_error(cli("nmt.train", overrides), f"model 0 of the ensemble failed: {last}: checkpoint comes from an incompatible config "
+                                                   "(model.decoder.hidden_size: checkpoint 64, now 48)")
+
+
+def test_an_ensemble_checkpoint_holds_one_model_config(ensemble_run: Path, tmp_path: Path) -> None:
+    first = ensemble_run / "model0" / "checkpoints" / "best.pt"
+    other = load_checkpoint(ensemble_run / "model1" / "checkpoints" / "best.pt")
+    other.config["model"]["attention"]["score"] = "dot"
+    save_checkpoint(tmp_path / "dot.pt", other)
+    with pytest.raises(UserError, match=r"dot.pt: its model config differs from that of .*model0/checkpoints/best.pt"):
+        ensemble_checkpoint([first, tmp_path / "dot.pt"])
+
+
+def test_member_configs_share_out_the_cores_and_resume_their_own_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3, 4})
+    cfg = compose_config(["train.ensemble_size=2", "train.threads=0", f"train.resume={tmp_path}", "seed=3"])
+    members = [member_config(cfg, k) for k in range(2)]
+    assert [m.seed for m in members] == [3, 4] and [m.train.threads for m in members] == [2, 2]
+    assert [m.train.resume for m in members] == [str(tmp_path / "model0"), str(tmp_path / "model1")]
+    assert all(m.train.ensemble_size == 1 and not m.train.test_at_end and not m.train.progress for m in members)
+    assert member_config(compose_config(["train.ensemble_size=8", "train.threads=0"]), 7).train.threads == 1
+
+
+def test_a_failing_model_fails_the_run_with_its_reason(workdir: Path) -> None:
+    cfg = compose_config(toy_overrides(workdir, task="copy", n_train=100) + [f"train.init_from={workdir / 'gone.pt'}"])
+    with pytest.raises(UserError, match=r"model 0 of the ensemble failed: .*gone.pt: checkpoint not found \(its log: .*model0/train.log\)"):
+        _run_members([cfg], workdir / "run")
+
+
+def test_an_ensemble_resumes_from_a_run_directory_and_not_under_torchrun(workdir: Path) -> None:
+    ckpt = workdir / "last.pt"
+    ckpt.write_bytes(b"")
+    assert_user_error(cli("nmt.train", ["train.ensemble_size=2", f"train.resume={ckpt}"]),
+                      "resumes from its run directory, not from a checkpoint file")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WORLD_SIZE", "2")
+        assert_user_error(cli("nmt.train", ["train.ensemble_size=2"]), "starts one process per model: run it without torchrun")
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _model_processes(parent: int) -> list[int]:
+    """The ensemble's model processes: the spawned children of `parent` (not multiprocessing's resource tracker)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    return [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_killing_the_ensemble_with_sigkill_stops_its_models(workdir: Path) -> None:
+    run_dir = workdir / "run"
+    cmd = [sys.executable, "-m", "nmt.train", *toy_overrides(workdir, task="copy", n_train=300), "train.ensemble_size=2",
+           "train.max_minutes=5", "train.valid_every=1000000", f"hydra.run.dir={run_dir}"]
+    parent = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not all((run_dir / f"model{k}" / "train.log").is_file() and "training batches" in
+                      (run_dir / f"model{k}" / "train.log").read_text() for k in range(2)):
+            assert time.monotonic() < deadline and parent.poll() is None, "the models did not start training"
+            time.sleep(0.5)
+        models = _model_processes(parent.pid)
+        assert len(models) == 2
+    finally:
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while any(_alive(pid) for pid in models) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in models), "a model kept training after the ensemble's process was killed"
