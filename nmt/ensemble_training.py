@@ -4,10 +4,11 @@ Each model is an ordinary training run of its own process, in `{run dir}/model{k
 checkpoints, TensorBoard events, log and metrics.json), with seed `seed + k` (so its initial
 weights, batch order and dropout differ) and `train.threads` threads (0: the cores shared out).
 All read the data this process prepared first and spend the same budget at the same time. When
-the last one ends, `{run dir}/checkpoints/best.pt` (their best.pt files) and `last.pt` (their
-last.pt files) are written as ensemble checkpoints, which every command decodes as an ensemble
-(the mean of the models' probabilities; their mean attention as the alignment), and
-`{run dir}/metrics.json` gets the ensemble's validation and test scores.
+the last one ends, `{run dir}/checkpoints/last.pt` (their last.pt files) and `best.pt` (their
+best.pt files, or their last.pt files when those validate better together) are written as
+ensemble checkpoints, which every command decodes as an ensemble (the mean of the models'
+probabilities; their mean attention as the alignment), and `{run dir}/metrics.json` gets the
+ensemble's validation and test scores.
 
 Why: on a few CPU cores torch's threads scale poorly on this model's small matrix products, so
 N one-thread trainings do more work per minute than one N-thread training, and an ensemble of
@@ -35,7 +36,7 @@ from typing import Any
 
 import torch
 
-from nmt.checkpoint import ensemble_checkpoint, save_checkpoint
+from nmt.checkpoint import ensemble_checkpoint, load_checkpoint, save_checkpoint
 from nmt.config import Config
 from nmt.errors import UserError
 from nmt.resume import hold_run_dir
@@ -119,6 +120,19 @@ def _train_member(cfg: Config, run_dir: Path, k: int, errors: Any, parent: int, 
         raise SystemExit(2) from None
 
 
+def _reason(errors: Any, k: int, otherwise: str) -> str:
+    """The UserError message model k's process reported (the queue may hold other models' too), or `otherwise`."""
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            reported, message = errors.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if reported == k:
+            return str(message)
+    return otherwise  # not a UserError: the traceback is in its log
+
+
 def _run_members(configs: list[Config], run_dir: Path, set_up: Callable[[], None] | None = None) -> None:
     """Start every model's process and wait for all; when one fails, stop the others (their last
     checkpoints stay intact, so `train.resume=auto` continues them) and raise."""
@@ -138,10 +152,7 @@ def _run_members(configs: list[Config], run_dir: Path, set_up: Callable[[], None
                 running.remove(proc)
                 if proc.exitcode != 0:
                     k = procs.index(proc)
-                    try:
-                        reason = errors.get(timeout=1)[1]
-                    except queue.Empty:  # not a UserError: the traceback is in its log
-                        reason = f"exit code {proc.exitcode}"
+                    reason = _reason(errors, k, f"exit code {proc.exitcode}")
                     raise UserError(f"model {k} of the ensemble failed: {reason} (its log: {member_dir(run_dir, k) / 'train.log'})")
     finally:
         for proc in procs:
@@ -150,16 +161,32 @@ def _run_members(configs: list[Config], run_dir: Path, set_up: Callable[[], None
             proc.join()
 
 
-def write_ensemble(run_dir: Path, size: int) -> None:
-    """`{run_dir}/checkpoints/{best,last}.pt`: the models' best.pt files, and their last.pt files, as ensemble checkpoints."""
-    for name in ("best.pt", "last.pt"):
-        paths = [member_dir(run_dir, k) / "checkpoints" / name for k in range(size)]
-        save_checkpoint(run_dir / "checkpoints" / name, ensemble_checkpoint(paths))
+def write_ensemble(cfg: Config, run_dir: Path) -> tuple[str, dict[str, dict[str, float]]]:
+    """`{run_dir}/checkpoints/last.pt`: the models' last.pt files as one ensemble checkpoint;
+    `best.pt`: of the ensemble of their best.pt files and that one, the one with the better
+    validation BLEU (as `train.decode` decodes; a tie keeps their best.pt files), as a model's
+    best.pt is its best validation. Each model's best.pt is chosen by its own validation, which
+    need not make the best pair: under a budget schedule the last weights often validate better
+    together. -> (which of the models' checkpoints best.pt holds, each candidate's validation
+    scores by the name of the models' checkpoints it holds)."""
+    folder, scores = run_dir / "checkpoints", {}
+    for name in ("last.pt", "best.pt"):
+        paths = [member_dir(run_dir, k) / "checkpoints" / name for k in range(cfg.train.ensemble_size)]
+        save_checkpoint(folder / name, ensemble_checkpoint(paths))
+        scores[name] = scores_of(cfg, folder / name, "valid")
+    chosen = "last.pt" if scores["last.pt"]["bleu"] > scores["best.pt"]["bleu"] else "best.pt"
+    if chosen == "last.pt":
+        save_checkpoint(folder / "best.pt", load_checkpoint(folder / "last.pt"))
+        for stale in folder.glob("best.*.hyp"):  # the hypotheses and report of the candidate it replaces
+            stale.with_suffix(".json").unlink(missing_ok=True)
+            stale.unlink()
+    return chosen, scores
 
 
-def ensemble_metrics(cfg: Config, run_dir: Path, members: list[dict[str, Any]], minutes: float) -> dict[str, Any]:
-    """metrics.json of the ensemble: the run's choices, its models' own metrics, and the
-    ensemble's validation (and, with `train.test_at_end`, test) scores of best.pt."""
+def ensemble_metrics(cfg: Config, run_dir: Path, members: list[dict[str, Any]], minutes: float, chosen: str,
+                     candidates: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """metrics.json of the ensemble: the run's choices, its models' own metrics, the validation
+    scores of both candidates for best.pt and which one it is, and (with `train.test_at_end`) the test scores of best.pt."""
     att = cfg.model.attention
     metrics: dict[str, Any] = {
         "data": cfg.data.name, "score": att.score.value, "mode": att.mode.value,
@@ -167,7 +194,7 @@ def ensemble_metrics(cfg: Config, run_dir: Path, members: list[dict[str, Any]], 
         "ensemble_size": len(members), "steps": max(m["steps"] for m in members), "minutes": round(minutes, 2),
         "tokens_per_s": round(sum(m["tokens_per_s"] for m in members), 1), "parameters": sum(m["parameters"] for m in members),
         "stop": "; ".join(sorted({m["stop"] for m in members})),
-        "valid": scores_of(cfg, run_dir / "checkpoints" / "best.pt", "valid"),
+        "valid": candidates[chosen], "best_pt_holds": f"the models' {chosen}", "valid_candidates": candidates,
         "members": members,
     }
     if cfg.train.test_at_end:
@@ -191,12 +218,18 @@ def train_ensemble(cfg: Config, run_dir: Path, on_start: Callable[[], None] | No
                  ", ".join(str(c.seed) for c in configs), configs[0].train.threads, run_dir)
         started = time.monotonic()
         _run_members(configs, run_dir, set_up)
-        minutes = (time.monotonic() - started) / 60
-        write_ensemble(run_dir, size)
-        members = [json.loads((member_dir(run_dir, k) / "metrics.json").read_text()) for k in range(size)]
-        metrics = ensemble_metrics(cfg, run_dir, members, minutes)
-        save_metrics(cfg, run_dir, metrics)
-        test = metrics.get("test", {}).get("bleu")
-        log.info("ensemble of %d: valid BLEU %.2f (models %s)%s", size, metrics["valid"]["bleu"],
-                 ", ".join(f"{m['valid']['bleu']:.2f}" for m in members), f"; test BLEU {test:.2f}" if test is not None else "")
-        return EnsembleResult(metrics["valid"], members)
+        return finish_ensemble(cfg, run_dir, (time.monotonic() - started) / 60)
+
+
+def finish_ensemble(cfg: Config, run_dir: Path, minutes: float) -> EnsembleResult:
+    """After the models' trainings (in `run_dir/model{k}`, `minutes` long): the ensemble
+    checkpoints, their scores and metrics.json."""
+    size = cfg.train.ensemble_size
+    chosen, candidates = write_ensemble(cfg, run_dir)
+    members = [json.loads((member_dir(run_dir, k) / "metrics.json").read_text()) for k in range(size)]
+    metrics = ensemble_metrics(cfg, run_dir, members, minutes, chosen, candidates)
+    save_metrics(cfg, run_dir, metrics)
+    test = metrics.get("test", {}).get("bleu")
+    log.info("ensemble of %d (best.pt: %s): valid BLEU %.2f (models %s)%s", size, metrics["best_pt_holds"], metrics["valid"]["bleu"],
+             ", ".join(f"{m['valid']['bleu']:.2f}" for m in members), f"; test BLEU {test:.2f}" if test is not None else "")
+    return EnsembleResult(metrics["valid"], members)

@@ -47,7 +47,7 @@ from nmt.data.prepare import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MODEL = ["data.batch_sentences=64", "data.batch_tokens=1000000", "train.lr=0.001"]
+MODEL = ["data.batch_sentences=64", "data.batch_tokens=1000000", "train.lr=0.001", "train.ensemble_size=1"]  # one model, as the peers
 RSS = "import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]).returncode; print('PEAK_RSS_KIB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r)"  # noqa: E501
 
 
@@ -178,8 +178,7 @@ def main() -> None:
             shutil.rmtree(ours, ignore_errors=True)
             run([sys.executable, "-m", "nmt.train", *MODEL, f"train.max_steps={args.decode_updates}",
                  f"train.valid_every={args.decode_updates}",
-                 "train.test_at_end=false", "train.progress=false", "train.ensemble_size=1",  # one model, as the peers train
-                 f"hydra.run.dir={ours}"], work / "nmt_train.log", env)
+                 "train.test_at_end=false", "train.progress=false", f"hydra.run.dir={ours}"], work / "nmt_train.log", env)
         out, _ = run([sys.executable, "scripts/bench_decode.py", "--ckpt", str(ours / "checkpoints" / "last.pt"), "--runs", "1",
                       "--batch-sentences", "64", "--max-len-extra", "0"], work / "nmt_decode.log", env)
         dec = json.loads(next(line for line in out.splitlines() if line.startswith("{")))

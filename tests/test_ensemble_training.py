@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from support import ROOT, assert_user_error, cli, compose_config, toy_overrides
 
 from nmt.checkpoint import ensemble_checkpoint, load_checkpoint, load_model, save_checkpoint
 from nmt.command_config import EvalConfig
-from nmt.ensemble_training import _run_members, member_config, train_ensemble
+from nmt.ensemble_training import _run_members, member_config, train_ensemble, write_ensemble
 from nmt.errors import UserError
 from nmt.evaluation import evaluate_checkpoint
 from nmt.model.ensemble import Ensemble
@@ -48,16 +49,19 @@ def test_each_model_is_a_run_of_its_own_with_its_own_seed(ensemble_run: Path) ->
 
 
 def test_the_ensemble_checkpoints_hold_every_model_and_decode_together(ensemble_run: Path) -> None:
-    for name in ("best.pt", "last.pt"):
-        model, cfg, *_ = load_model(ensemble_run / "checkpoints" / name)
-        assert isinstance(model, Ensemble) and len(model.members) == 2 and cfg.seed == 7
-        for k, member in enumerate(model.members):
-            expected = load_checkpoint(ensemble_run / f"model{k}" / "checkpoints" / name).evaluated_weights()
-            for key, value in member.state_dict().items():
-                torch.testing.assert_close(value, expected[key])
     metrics = json.loads((ensemble_run / "metrics.json").read_text())
     assert metrics["ensemble_size"] == 2 and len(metrics["members"]) == 2 and metrics["steps"] == 12
     assert set(metrics["valid"]) == {"bleu", "chrf", "exact_match"} and "bleu" in metrics["test"]
+    candidates = metrics["valid_candidates"]  # best.pt: the models' best.pt files, unless their last.pt files validate better
+    chosen = "last.pt" if candidates["last.pt"]["bleu"] > candidates["best.pt"]["bleu"] else "best.pt"
+    assert metrics["best_pt_holds"] == f"the models' {chosen}" and metrics["valid"] == candidates[chosen]
+    for name, held in (("best.pt", chosen), ("last.pt", "last.pt")):
+        model, cfg, *_ = load_model(ensemble_run / "checkpoints" / name)
+        assert isinstance(model, Ensemble) and len(model.members) == 2 and cfg.seed == 7
+        for k, member in enumerate(model.members):
+            expected = load_checkpoint(ensemble_run / f"model{k}" / "checkpoints" / held).evaluated_weights()
+            for key, value in member.state_dict().items():
+                torch.testing.assert_close(value, expected[key])
     report = evaluate_checkpoint(EvalConfig(ckpt=str(ensemble_run / "checkpoints" / "best.pt"), split="valid", decode=cfg.train.decode))
     assert report["bleu"] == pytest.approx(metrics["valid"]["bleu"])  # metrics.json scores the ensemble, not one model
 
@@ -85,9 +89,12 @@ def test_the_ensembles_forced_attention_is_the_mean_of_its_models(ensemble_run: 
 def test_a_model_that_cannot_resume_fails_the_run_in_one_line(ensemble_run: Path) -> None:
     overrides = [*toy_overrides(ensemble_run.parent, task="copy", n_train=300), "train.ensemble_size=2", "seed=7",
                  f"hydra.run.dir={ensemble_run}", "train.resume=auto", "model.decoder.hidden_size=48"]
-    last = ensemble_run / "model0" / "checkpoints" / "last.pt"
-    assert_user_error(cli("nmt.train", overrides), f"model 0 of the ensemble failed: {last}: checkpoint comes from an incompatible config "
-                                                   "(model.decoder.hidden_size: checkpoint 64, now 48)")
+    proc = cli("nmt.train", overrides)
+    assert_user_error(proc, "of the ensemble failed: ")
+    k = proc.stderr.split("error: model ")[1][0]  # whichever fails first
+    last = ensemble_run / f"model{k}" / "checkpoints" / "last.pt"
+    assert f"model {k} of the ensemble failed: {last}: checkpoint comes from an incompatible config (model.decoder.hidden_size: " \
+           f"checkpoint 64, now 48) (its log: {ensemble_run / f'model{k}' / 'train.log'})" in proc.stderr
 
 
 def test_an_ensemble_checkpoint_holds_one_model_config(ensemble_run: Path, tmp_path: Path) -> None:
@@ -161,3 +168,24 @@ def test_killing_the_ensemble_with_sigkill_stops_its_models(workdir: Path) -> No
     while any(_alive(pid) for pid in models) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(pid) for pid in models), "a model kept training after the ensemble's process was killed"
+
+
+@pytest.mark.parametrize(("last_bleu", "held"), [(2.0, "last.pt"), (1.0, "best.pt")])
+def test_best_pt_is_the_candidate_that_validates_better(ensemble_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        last_bleu: float, held: str) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(ensemble_run, run_dir)
+    (run_dir / "checkpoints" / "best.val.hyp").write_text("a candidate's hypotheses\n")
+
+    def scores(cfg: object, ckpt: Path, split: str) -> dict[str, float]:
+        (ckpt.parent / f"{ckpt.stem}.val.hyp").write_text("hypotheses\n")
+        (ckpt.parent / f"{ckpt.stem}.val.json").write_text("{}\n")
+        return {"bleu": last_bleu if ckpt.name == "last.pt" else 1.0, "chrf": 0.0, "exact_match": 0.0}  # a tie keeps best.pt
+
+    monkeypatch.setattr("nmt.ensemble_training.scores_of", scores)
+    chosen, candidates = write_ensemble(compose_config(["train.ensemble_size=2"]), run_dir)
+    assert chosen == held and candidates["last.pt"]["bleu"] == last_bleu
+    best = load_checkpoint(run_dir / "checkpoints" / "best.pt")
+    expected = load_checkpoint(run_dir / "model1" / "checkpoints" / held).evaluated_weights()
+    assert best.members is not None and all(torch.equal(best.members[0][k], expected[k]) for k in expected)
+    assert (run_dir / "checkpoints" / "best.val.hyp").is_file() == (held == "best.pt")  # no report of the replaced candidate
