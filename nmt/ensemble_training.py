@@ -40,7 +40,7 @@ from nmt.checkpoint import ensemble_checkpoint, load_checkpoint, save_checkpoint
 from nmt.config import Config
 from nmt.errors import UserError
 from nmt.resume import hold_run_dir
-from nmt.run_report import save_metrics, scores_of, test_report
+from nmt.run_report import run_choices, save_metrics, scores_of, test_report
 from nmt.trainer import prepare_checked, train
 
 log = logging.getLogger(__name__)
@@ -187,11 +187,8 @@ def ensemble_metrics(cfg: Config, run_dir: Path, members: list[dict[str, Any]], 
                      candidates: dict[str, dict[str, float]]) -> dict[str, Any]:
     """metrics.json of the ensemble: the run's choices, its models' own metrics, the validation
     scores of both candidates for best.pt and which one it is, and (with `train.test_at_end`) the test scores of best.pt."""
-    att = cfg.model.attention
     metrics: dict[str, Any] = {
-        "data": cfg.data.name, "score": att.score.value, "mode": att.mode.value,
-        "variant": {"hard": att.hard_estimator.value, "local": att.local.value}.get(att.mode.value, ""),
-        "ensemble_size": len(members), "steps": max(m["steps"] for m in members), "minutes": round(minutes, 2),
+        **run_choices(cfg), "ensemble_size": len(members), "steps": max(m["steps"] for m in members), "minutes": round(minutes, 2),
         "tokens_per_s": round(sum(m["tokens_per_s"] for m in members), 1), "parameters": sum(m["parameters"] for m in members),
         "stop": "; ".join(sorted({m["stop"] for m in members})),
         "valid": candidates[chosen], "best_pt_holds": f"the models' {chosen}", "valid_candidates": candidates,

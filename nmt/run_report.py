@@ -19,15 +19,19 @@ from nmt.files import atomic_write_text
 from nmt.resume import TrainingState
 
 
+def run_choices(cfg: Config) -> dict[str, str]:
+    """The first keys of metrics.json: the data and the attention the run chose."""
+    att = cfg.model.attention
+    return {"data": cfg.data.name, "score": att.score.value, "mode": att.mode.value,
+            "variant": {"hard": att.hard_estimator.value, "local": att.local.value}.get(att.mode.value, "")}
+
+
 def write_metrics(cfg: Config, run_dir: Path, state: TrainingState, n_params: int, tokens_per_s: float, digests: list[str]) -> None:
     """Write `{run_dir}/metrics.json`; with `train.test_at_end`, evaluate the best checkpoint on
     the test split (and its alignments, when the corpus has gold ones or the aligner's links). `digests`: each training
     process's parameter digest (all equal when the data-parallel replicas stayed in sync)."""
-    att = cfg.model.attention
     metrics: dict[str, Any] = {
-        "data": cfg.data.name, "score": att.score.value, "mode": att.mode.value,
-        "variant": {"hard": att.hard_estimator.value, "local": att.local.value}.get(att.mode.value, ""),
-        "steps": state.step, "epochs": state.epoch, "minutes": round(state.minutes, 2),
+        **run_choices(cfg), "steps": state.step, "epochs": state.epoch, "minutes": round(state.minutes, 2),
         "tokens_per_s": round(tokens_per_s, 1), "parameters": n_params, "stop": state.stop,
         "skipped_steps": state.skipped_steps,
         "processes": {"count": len(digests), "replicas_identical": len(set(digests)) == 1, "parameter_sha1": digests},

@@ -279,11 +279,10 @@ class Trainer:
         return st
 
 
-def prepare_checked(cfg: Config, test_at_end: bool | None = None) -> PreparedData:
+def prepare_checked(cfg: Config) -> PreparedData:
     """The run's data, prepared (filling the cache), with every split and gold file the run will
     read checked before the first step (the test split only if it is tested at the end)."""
-    test = cfg.train.test_at_end if test_at_end is None else test_at_end
-    splits = ("valid", "test") if test else ("valid",)
+    splits = ("valid", "test") if cfg.train.test_at_end else ("valid",)
     data = prepare(cfg.data)
     data.check_ready(splits)
     for split in splits:
