@@ -51,8 +51,8 @@ test: ## The fast suite (every module; slow end-to-end runs excluded): under 3 m
 test-all: ## Every test, the slow end-to-end runs included (what CI runs)
 	$(PYTHON) -m pytest -q -m ''
 
-fuzz: ## The command-line fuzz test at nightly size: 200 drawn inputs per kind (600 in all), fresh random draws
-	NMT_FUZZ_EXAMPLES=200 $(PYTHON) -m pytest -q -m '' tests/test_fuzz.py
+fuzz: ## The command-line fuzz test at nightly size: 150 drawn inputs per kind (600 in all), fresh random draws
+	NMT_FUZZ_EXAMPLES=150 $(PYTHON) -m pytest -q -m '' tests/test_fuzz.py
 
 lint: ## ruff and mypy
 	$(PYTHON) -m ruff check nmt tests scripts

@@ -6,6 +6,9 @@ checkpoint intact. Loaded with `weights_only=True`: only tensors and plain Pytho
 
 from __future__ import annotations
 
+import pickle
+import re
+import zipfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -101,14 +104,14 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
     """Read a checkpoint written by `save_checkpoint` (of this version or an older one); a missing,
     corrupt, incomplete or newer checkpoint is a UserError naming it."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory; expected a checkpoint file (such as {path / 'checkpoints' / 'best.pt'})")
     if not path.is_file():
         raise UserError(f"{path}: checkpoint not found")
     try:
         payload = torch.load(path, map_location=device, weights_only=True)
     except Exception as err:  # torch raises several types (with pages of advice) for truncated/garbled files
-        raise UserError(
-            f"{path}: not a readable checkpoint: truncated, corrupt, or not written by nmt.train ({type(err).__name__})"
-        ) from err
+        raise UserError(f"{path}: {unreadable(path, err)}") from None
     if not isinstance(payload, dict):
         raise UserError(f"{path}: not a checkpoint of nmt.train (it holds a {type(payload).__name__}, not a mapping)")
     version = payload.get("version", 1)
@@ -127,6 +130,28 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
         raise UserError(f"{path}: checkpoint's 'members' is a {type(members).__name__}, expected a list of state dicts")
     known = {f.name for f in fields(Checkpoint)}
     return Checkpoint(**{k: v for k, v in payload.items() if k in known and k != "version"})
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_TORCH_ADVICE = ("Weights only load failed", "Please file an issue", "Check the documentation")
+
+
+def unreadable(path: Path, err: Exception) -> str:
+    """Why torch could not load `path`, in a few words (torch's own messages run to paragraphs of
+    advice, one of which, to load without `weights_only`, must never be followed for a file one did
+    not write)."""
+    if path.stat().st_size == 0:
+        return "not a checkpoint: the file is empty"
+    if not zipfile.is_zipfile(path):
+        return "not a checkpoint: not the zip archive that nmt.train writes (a truncated checkpoint, or another kind of file)"
+    lines = [line.strip() for line in _ANSI.sub("", str(err)).splitlines()]
+    lines = [line for line in lines if line and not line.startswith(_TORCH_ADVICE) and line != "WeightsUnpickler error:"]
+    found = re.search(r"GLOBAL ([^\s]+)", lines[0]) if isinstance(err, pickle.UnpicklingError) and lines else None
+    if found and re.fullmatch(r"[A-Za-z_][\w.]*", found.group(1)):  # a real name, not damaged bytes
+        return (f"refused: the checkpoint holds a Python object ({found.group(1)}) that only running code could rebuild; "
+                "nmt reads checkpoints of tensors and plain values, as nmt.train writes them")
+    reason = lines[0].split(". ")[0].rstrip(".") if lines else type(err).__name__
+    return f"a corrupt checkpoint ({reason[:120]})"
 
 
 def bytes_tensor(data: bytes) -> torch.Tensor:

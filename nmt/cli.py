@@ -14,6 +14,7 @@ import itertools
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -25,7 +26,8 @@ from omegaconf.errors import OmegaConfBaseException
 from nmt.command_config import CONFIGS, register_configs
 from nmt.config import Config
 from nmt.config_checks import check_settings
-from nmt.errors import UserError
+from nmt.errors import Interrupted, UserError
+from nmt.files import disk_full, no_space
 
 T = TypeVar("T")
 CONFIG_ERRORS = (UserError, OmegaConfBaseException, HydraException)
@@ -62,16 +64,19 @@ def log_to_run_files(message: str, exc_info: bool = False) -> None:
 
 
 def fail(err: BaseException) -> NoReturn:
-    message = f"error: {one_line(err)}"
+    """Print `err` as one line on stderr (and into the run's log), and exit with its code: 2 for
+    bad input, 130 for an interruption."""
+    message = one_line(err) if isinstance(err, Interrupted) else f"error: {one_line(err)}"
     if getattr(err, "log_to_run", True):
         log_to_run_files(message)
     print(message, file=sys.stderr)
-    sys.exit(2)
+    sys.exit(getattr(err, "exit_code", 2))
 
 
 def exit_on_user_error(fn: Callable[..., T]) -> Callable[..., T]:
-    """Wrap a command's task function: a user or config error prints one line and exits with 2; a
-    crash (a bug) also goes into the run's log file, with its traceback, before it propagates."""
+    """Wrap a command's task function: a user or config error prints one line and exits with 2,
+    Ctrl-C one line and 130; a crash (a bug) also goes into the run's log file, with its traceback,
+    before it propagates."""
 
     @functools.wraps(fn)
     def wrapper(*args: object, **kwargs: object) -> T:
@@ -79,7 +84,12 @@ def exit_on_user_error(fn: Callable[..., T]) -> Callable[..., T]:
             return fn(*args, **kwargs)
         except CONFIG_ERRORS as err:
             fail(err)
-        except Exception:
+        except KeyboardInterrupt:
+            fail(Interrupted("interrupted before it finished; no output was left half-written"))
+        except Exception as err:
+            full = no_space(err)
+            if full is not None:  # a write no nmt module names (most do: nmt.files.disk_full)
+                fail(disk_full(full.filename or os.getcwd(), "what was written before is kept"))
             log_to_run_files("error: the run stopped on an unexpected exception", exc_info=True)
             raise
 
@@ -91,10 +101,35 @@ def run(main: Callable[[], Any]) -> None:
     (Hydra re-raises them to us when HYDRA_FULL_ERROR is set, instead of printing them itself)."""
     register_configs()
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    quiet_failures()
     try:
         main()
     except CONFIG_ERRORS as err:
         fail(err)
+    except KeyboardInterrupt:
+        fail(Interrupted("interrupted before it started"))
+
+
+def quiet_failures() -> None:
+    """In this process, a log line that cannot be written (a full disk) is dropped, not printed
+    with a traceback, and so is a background writer's failure on a full disk."""
+    logging.raiseExceptions = False
+    threading.excepthook = _quiet_when_disk_full
+
+
+def set_up_worker() -> None:
+    """A training process an ensemble starts: quiet as its command line (no progress bars: the
+    models' logs interleave)."""
+    quiet_libraries(False)
+    quiet_failures()
+
+
+def _quiet_when_disk_full(args: threading.ExceptHookArgs) -> None:
+    """A background writer (TensorBoard's) that found the disk full dies quietly: the main thread
+    meets the same error on its next write and reports it in one line."""
+    if args.exc_value is not None and no_space(args.exc_value) is not None:
+        return
+    threading.__excepthook__(args)
 
 
 def typed_config(cfg: DictConfig, schema: type[T]) -> T:

@@ -65,9 +65,25 @@ def check_device(key: str, name: str) -> None:
 
 
 def check_file(key: str, path: str | None, what: str = "file") -> None:
-    """An input file named by a setting exists."""
+    """An input file named by a setting exists (and is a file)."""
+    if path and Path(path).is_dir():
+        hint = f" (such as {Path(path) / 'checkpoints' / 'best.pt'})" if what == "checkpoint" else ""
+        raise UserError(f"{key}={path}: is a directory; expected a {what}{hint}")
     if path and not Path(path).is_file():
         raise UserError(f"{key}={path}: {what} not found")
+
+
+def check_output(key: str, path: str | None, folder: bool = False) -> None:
+    """An output a setting names can be written where it says: a file's path is not a folder, a
+    folder's not a file, and no part of the path above it is a file."""
+    if not path:
+        return
+    target = Path(path)
+    if target.exists() and target.is_dir() != folder:
+        raise UserError(f"{key}={path}: is a {'file' if folder else 'directory'}; expected a {'folder' if folder else 'file'} to write")
+    for parent in target.parents:
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"{key}={path}: {parent} is a file, not a folder")
 
 
 def check_model(cfg: ModelConfig, key: str = "model") -> None:
@@ -144,6 +160,7 @@ def check_guided_alignment(cfg: Config) -> None:
 def check_eval(cfg: EvalConfig) -> None:
     check_device("device", cfg.device)
     check_file("ckpt", cfg.ckpt, "checkpoint")
+    check_output("output", cfg.output)
     for k, path in enumerate(cfg.ensemble):
         check_file(f"ensemble[{k}]", path, "checkpoint")
 
@@ -159,6 +176,7 @@ def check_align(cfg: AlignConfig) -> None:
         raise UserError("align.src and align.tgt go together: give both files, or neither and align.split")
     for key in ("src", "tgt", "gold"):
         check_file(f"align.{key}", getattr(opts, key))
+    check_output("align.out", opts.out, folder=True)
     check_file("align.reverse_ckpt", opts.reverse_ckpt, "checkpoint")
 
 
@@ -168,6 +186,7 @@ def check_translate(cfg: TranslateConfig) -> None:
     for k, path in enumerate(cfg.ensemble):
         check_file(f"ensemble[{k}]", path, "checkpoint")
     check_file("input", cfg.input)
+    check_output("output", cfg.output)
     if cfg.decode.n_best > cfg.decode.beam_size:
         raise UserError(f"decode.n_best={cfg.decode.n_best} cannot exceed decode.beam_size={cfg.decode.beam_size}")
 

@@ -38,13 +38,15 @@ import torch
 
 from nmt.checkpoint import ensemble_checkpoint, load_checkpoint, save_checkpoint
 from nmt.config import Config
-from nmt.errors import UserError
-from nmt.resume import hold_run_dir
+from nmt.errors import Interrupted, UserError
+from nmt.interrupts import stop_on
+from nmt.resume import check_continuable, hold_run_dir, load_resumable, resume_checkpoint
 from nmt.run_report import run_choices, save_metrics, scores_of, test_report
 from nmt.trainer import prepare_checked, train
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # prctl(2)
+STOP_SIGNAL = signal.SIGUSR1  # the ensemble's process to a model's: stop as Ctrl-C would
 
 
 @dataclass
@@ -107,44 +109,67 @@ def _die_with_parent(parent: int) -> None:
 
 def _train_member(cfg: Config, run_dir: Path, k: int, errors: Any, parent: int, set_up: Callable[[], None] | None) -> None:
     """The body of model k's process (spawned: a fresh interpreter, so no state is shared);
-    `set_up` (picklable) prepares the process as the command line prepared the ensemble's."""
+    `set_up` (picklable) prepares the process as the command line prepared the ensemble's. It
+    ignores Ctrl-C (started so): the ensemble's process stops it with STOP_SIGNAL, once."""
     _die_with_parent(parent)
     _log_to(run_dir / "train.log", k)
     if set_up is not None:
         set_up()
     try:
-        train(cfg, run_dir)
+        with stop_on(STOP_SIGNAL):
+            train(cfg, run_dir)
     except UserError as err:
-        log.error("%s", err)
+        (log.warning if isinstance(err, Interrupted) else log.error)("%s", err)
         errors.put((k, str(err)))
-        raise SystemExit(2) from None
+        raise SystemExit(err.exit_code) from None
 
 
-def _reason(errors: Any, k: int, otherwise: str) -> str:
-    """The UserError message model k's process reported (the queue may hold other models' too), or `otherwise`."""
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
+def exit_status(code: int | None) -> str:
+    """A process's exit code in words: "exit code 3", "killed by signal 9 (SIGKILL)"."""
+    if code is not None and code < 0:
         try:
-            reported, message = errors.get(timeout=0.1)
-        except queue.Empty:
-            continue
-        if reported == k:
-            return str(message)
-    return otherwise  # not a UserError: the traceback is in its log
+            return f"killed by signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Reports:
+    """The one-line reasons the models' processes sent (a UserError's message, or their interruption)."""
+
+    def __init__(self, errors: Any) -> None:
+        self.errors = errors
+        self.got: dict[int, str] = {}
+
+    def of(self, k: int, wait_s: float = 2.0) -> str | None:
+        deadline = time.monotonic() + wait_s
+        while k not in self.got and time.monotonic() < deadline:
+            try:
+                reported, message = self.errors.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self.got[reported] = str(message)
+        return self.got.get(k)
 
 
 def _run_members(configs: list[Config], run_dir: Path, set_up: Callable[[], None] | None = None) -> None:
     """Start every model's process and wait for all; when one fails, stop the others (their last
-    checkpoints stay intact, so `train.resume=auto` continues them) and raise."""
+    checkpoints stay intact, so `train.resume=auto` continues them) and raise. Ctrl-C stops every
+    model where it is (each says so in its log) and raises `Interrupted`."""
     ctx = mp.get_context("spawn")  # not fork: torch's thread pools and locks do not survive a fork
     errors = ctx.Queue()
+    reports = _Reports(errors)
     procs: list[BaseProcess] = [
         ctx.Process(target=_train_member, args=(cfg, member_dir(run_dir, k), k, errors, os.getpid(), set_up), name=f"model{k}")
         for k, cfg in enumerate(configs)
     ]
     try:
-        for proc in procs:
-            proc.start()
+        default = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited: a terminal's Ctrl-C reaches this process alone
+        try:
+            for proc in procs:
+                proc.start()
+        finally:
+            signal.signal(signal.SIGINT, default)
         running = list(procs)
         while running:
             wait([p.sentinel for p in running])
@@ -152,13 +177,36 @@ def _run_members(configs: list[Config], run_dir: Path, set_up: Callable[[], None
                 running.remove(proc)
                 if proc.exitcode != 0:
                     k = procs.index(proc)
-                    reason = _reason(errors, k, f"exit code {proc.exitcode}")
+                    reason = reports.of(k) or exit_status(proc.exitcode)
                     raise UserError(f"model {k} of the ensemble failed: {reason} (its log: {member_dir(run_dir, k) / 'train.log'})")
+    except KeyboardInterrupt:
+        raise _stopped(procs, reports, run_dir) from None
     finally:
         for proc in procs:
             if proc.is_alive():
                 proc.terminate()
             proc.join()
+        errors.close()
+        errors.join_thread()
+
+
+def _stopped(procs: list[BaseProcess], reports: _Reports, run_dir: Path) -> Interrupted:
+    """Stop every model that still trains (each then logs the step it stopped at and how to resume)
+    and say, in one line, where each stood. A second Ctrl-C meanwhile is ignored: the models are
+    writing their last words."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for proc in procs:
+        if proc.is_alive() and proc.pid is not None:
+            os.kill(proc.pid, STOP_SIGNAL)
+    for proc in procs:
+        proc.join(timeout=60)
+    where = []
+    for k, proc in enumerate(procs):
+        said = reports.of(k, wait_s=0.5) if proc.exitcode == Interrupted.exit_code else None
+        step = said.split(";")[0].removeprefix("interrupted ") if said else exit_status(proc.exitcode) if proc.exitcode else "finished"
+        where.append(f"model {k} {step}")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return Interrupted(f"interrupted: {', '.join(where)}; resume with train.resume=auto hydra.run.dir={run_dir}")
 
 
 def write_ensemble(cfg: Config, run_dir: Path) -> tuple[str, dict[str, dict[str, float]]]:
@@ -203,19 +251,30 @@ def train_ensemble(cfg: Config, run_dir: Path, on_start: Callable[[], None] | No
                    set_up: Callable[[], None] | None = None) -> EnsembleResult:
     """Train `train.ensemble_size` models at once into `run_dir/model{k}` and write their ensemble
     checkpoints and metrics.json into `run_dir` (held for the whole run, as `nmt.trainer.train` holds
-    its own); `on_start` runs once it holds it, `set_up` (picklable) first thing in every model's process."""
+    its own). Nothing is written before every model is known to continue its run or start one where
+    none is (`check_continuable`, `load_resumable`); `on_start` runs then, `set_up` (picklable)
+    first thing in every model's process."""
     size = cfg.train.ensemble_size
     run_dir = Path(run_dir)
     with hold_run_dir(run_dir):
+        check_continuable(cfg, run_dir)
+        data = prepare_checked(cfg)  # once, here: the models then read the cache instead of racing to fill it
+        configs = [member_config(cfg, k) for k in range(size)]
+        for k, member in enumerate(configs):  # every model continues its run, or the run is refused before any is written
+            path = resume_checkpoint(member.train.resume, member_dir(run_dir, k))
+            if path is not None:
+                load_resumable(path, member, data.src_tokenizer.model_proto, data.tgt_tokenizer.model_proto)
         if on_start is not None:
             on_start()
-        prepare_checked(cfg)  # once, here: the models then read the cache instead of racing to fill it
-        configs = [member_config(cfg, k) for k in range(size)]
         log.info("training %d models side by side (seeds %s, %d thread(s) each) into %s/model*", size,
                  ", ".join(str(c.seed) for c in configs), configs[0].train.threads, run_dir)
         started = time.monotonic()
         _run_members(configs, run_dir, set_up)
-        return finish_ensemble(cfg, run_dir, (time.monotonic() - started) / 60)
+        try:
+            return finish_ensemble(cfg, run_dir, (time.monotonic() - started) / 60)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted while writing the ensemble's checkpoints; its models are trained: write them with "
+                              f"train.resume=auto hydra.run.dir={run_dir}") from None
 
 
 def finish_ensemble(cfg: Config, run_dir: Path, minutes: float) -> EnsembleResult:

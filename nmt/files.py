@@ -3,6 +3,9 @@
 Every output goes through `atomic_output` (or its `atomic_write_*` shorthands): it is written to a
 uniquely named temporary file beside its destination, flushed to disk, and renamed over the
 destination, so a reader sees the old file or the new one, never a mix, whatever kills the writer.
+The file gets the mode a plain `open()` would give it (the destination's own, or 0666 less the
+umask), not the 0600 of a temporary file: a group or a TensorBoard server of another user reads it.
+A full disk is a `UserError` naming the file and the space left, and the destination stays as it was.
 Locks are `flock` locks on a file: the kernel releases them when their process ends in any way
 (exit, crash, SIGKILL), so a killed process never leaves a stale lock behind.
 """
@@ -16,12 +19,76 @@ import functools
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from nmt.errors import UserError
+
 TMP_SUFFIX = ".tmp"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def umask() -> int:
+    """The process's umask, read without changing it (os.umask can only be read by setting it,
+    which would race with other threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+def plain_mode(path: Path, directory: bool = False) -> int:
+    """The permission bits `open(path, "w")` (or `mkdir`) would leave: an existing file's own, else
+    0666 (0777 for a folder) less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return (0o777 if directory else 0o666) & ~umask()
+
+
+def no_space(err: BaseException) -> OSError | None:
+    """The 'no space left on device' (or quota) error in `err`'s chain of causes, if there is one:
+    torch, for one, wraps the OSError of a failed write in a RuntimeError of its own."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _NO_SPACE:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+def disk_full(path: str | Path, kept: str | None = None) -> UserError:
+    """The one-line error of a write to `path` that found no space left; `kept`: what of the file
+    survives (default: what `atomic_output` guarantees)."""
+    folder = Path(path).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = f"{human_bytes(shutil.disk_usage(folder).free)} free"
+    except OSError:
+        free = "free space unknown"
+    if kept is None:
+        kept = "its earlier version is intact" if Path(path).exists() else "nothing was written"
+    return UserError(f"{path}: no space left on the device ({free} in {folder}); {kept}")
 
 
 @contextlib.contextmanager
@@ -32,13 +99,16 @@ def atomic_output(path: str | Path, mode: str = "w", encoding: str | None = "utf
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
+        os.fchmod(fd, plain_mode(path))
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if no_space(err) is not None:
+            raise disk_full(path) from None
         raise
 
 
@@ -67,8 +137,11 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
 
 
 def temporary_dir(beside: Path) -> Path:
-    """A new, uniquely named empty folder next to `beside`, to be renamed onto it when complete."""
-    return Path(tempfile.mkdtemp(dir=beside.parent, prefix=f".{beside.name}.", suffix=TMP_SUFFIX))
+    """A new, uniquely named empty folder next to `beside`, to be renamed onto it when complete
+    (with the mode `mkdir` would give it, not mkdtemp's 0700)."""
+    folder = Path(tempfile.mkdtemp(dir=beside.parent, prefix=f".{beside.name}.", suffix=TMP_SUFFIX))
+    folder.chmod(plain_mode(beside, directory=True))
+    return folder
 
 
 def remove_orphans(folder: Path) -> list[Path]:

@@ -71,6 +71,10 @@ class RunDirectoryBusy(UserError):
     log_to_run = False  # the run directory's log belongs to the training that holds it
 
 
+class RunNotContinued(UserError):
+    log_to_run = False  # the run directory's log belongs to the run this training would not continue
+
+
 @contextlib.contextmanager
 def hold_run_dir(run_dir: Path) -> Iterator[None]:
     """Hold the lock of `run_dir` for the whole training (released however the process ends, so a
@@ -140,6 +144,45 @@ def resume_checkpoint(resume: str, run_dir: Path) -> Path | None:
     return path
 
 
+def held_run(run_dir: Path) -> tuple[int, Path] | None:
+    """The trained run `run_dir` holds, if any: (its number of models, a checkpoint of it). An
+    ensemble run has a folder model{k} per model; a one-model run its checkpoints/ alone. A folder
+    whose run wrote no checkpoint yet holds nothing a new run could lose."""
+    members = sorted(run_dir.glob("model[0-9]*/checkpoints/*.pt"))
+    if members:
+        return len([p for p in run_dir.glob("model[0-9]*") if p.is_dir()]), members[0]
+    found = sorted((run_dir / "checkpoints").glob("*.pt"))
+    return (1, found[0]) if found else None
+
+
+def _models(n: int) -> str:
+    return "one model's run" if n == 1 else f"an ensemble run of {n} models"
+
+
+def check_continuable(cfg: Config, run_dir: Path) -> None:
+    """Before anything is written into `run_dir`: refuse a training that would write over a run it
+    does not continue. A fresh start (`train.resume=""`, or another run's resume) needs a run
+    directory without a trained run in it; a resume needs the run it continues to have as many
+    models as `train.ensemble_size` trains (the settings each model's checkpoint must share are
+    checked when it is loaded: `check_compatible`, `check_same_vocabulary`)."""
+    size, resume = cfg.train.ensemble_size, cfg.train.resume
+    source = None if not resume else run_dir if resume == "auto" else Path(resume)
+    if source is not None and source.is_file():  # a checkpoint file: its run directory
+        source = source.parent.parent if source.parent.name == "checkpoints" else None
+    here = held_run(run_dir)
+    if here is not None and (source is None or source.resolve() != run_dir.resolve()):
+        raise RunNotContinued(
+            f"{run_dir} already holds {_models(here[0])} ({here[1]}); continue it with train.resume=auto, "
+            "or choose another hydra.run.dir"
+        )
+    there = held_run(source) if source is not None else None
+    if there is not None and there[0] != size:
+        raise RunNotContinued(
+            f"train.ensemble_size={size} cannot continue {source}: it holds {_models(there[0])}; resume it with "
+            f"train.ensemble_size={there[0]}, or start a new run in another hydra.run.dir"
+        )
+
+
 def check_compatible(saved: dict[str, Any], cfg: Config, path: Path, sections: tuple[str, ...] = _MUST_MATCH) -> None:
     """Raise a UserError naming every setting in `sections` where the checkpoint's config differs."""
     current = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
@@ -164,6 +207,21 @@ def check_same_vocabulary(checkpoint: Checkpoint, src_proto: bytes, tgt_proto: b
     """Token ids must mean the same pieces: the checkpoint's subword models must be this run's."""
     if tensor_bytes(checkpoint.src_spm) != src_proto or tensor_bytes(checkpoint.tgt_spm) != tgt_proto:
         raise UserError(f"{what}: the checkpoint's subword vocabulary differs from this run's data")
+
+
+def load_resumable(path: Path, cfg: Config, src_proto: bytes, tgt_proto: bytes, device: str | torch.device = "cpu") -> Checkpoint:
+    """The checkpoint at `path`, checked to be one that `cfg` continues: one model's, with its
+    training state, of the same model, data and seed settings and the same subword vocabulary."""
+    checkpoint = load_checkpoint(path, device)
+    check_compatible(checkpoint.config, cfg, path)
+    check_same_vocabulary(checkpoint, src_proto, tgt_proto, str(path))
+    if checkpoint.members:
+        n = len(checkpoint.members) + 1
+        raise UserError(f"{path}: an ensemble's checkpoint of {n} models holds no training state; "
+                        f"resume the ensemble's run directory with train.ensemble_size={n}")
+    if checkpoint.train_state is None or checkpoint.optimizer is None or checkpoint.scheduler is None or checkpoint.rng is None:
+        raise UserError(f"{path}: checkpoint holds no training state to resume from")
+    return checkpoint
 
 
 def init_weights(model: Seq2Seq, path: str, src_proto: bytes, tgt_proto: bytes) -> None:

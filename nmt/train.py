@@ -8,7 +8,6 @@ set of outputs is written however many processes train.
 from __future__ import annotations
 
 import atexit
-import functools
 import shutil
 import sys
 import tempfile
@@ -50,8 +49,7 @@ def main(cfg: DictConfig) -> float:
             save_hydra_record(cfg, run_dir)
 
     if config.train.ensemble_size > 1:
-        quiet = functools.partial(cli.quiet_libraries, False)  # in every model: no progress bars (their logs interleave)
-        return train_ensemble(config, run_dir, on_start=record, set_up=quiet).best_bleu
+        return train_ensemble(config, run_dir, on_start=record, set_up=cli.set_up_worker).best_bleu
     return train(config, run_dir, on_start=record).best_bleu
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,19 +26,20 @@ from torch.nn.parallel import DistributedDataParallel
 from nmt import distributed as dist
 from nmt.alignment.guidance import build_guidance, guide_weight
 from nmt.averaging import ParameterAverage
-from nmt.checkpoint import Checkpoint, bytes_tensor, load_checkpoint, save_checkpoint
+from nmt.checkpoint import Checkpoint, bytes_tensor, save_checkpoint
 from nmt.config import Config, Schedule
 from nmt.data.batching import BatchSampler
 from nmt.data.prepare import PreparedData, prepare
 from nmt.decoding import fit_sources
-from nmt.errors import UserError
+from nmt.errors import Interrupted, UserError
+from nmt.interrupts import INTERRUPTS, stop_on
 from nmt.model.build import build_model
 from nmt.resume import (
     TrainingState,
-    check_compatible,
-    check_same_vocabulary,
+    check_continuable,
     hold_run_dir,
     init_weights,
+    load_resumable,
     restore_rng,
     resume_checkpoint,
     rng_state,
@@ -80,6 +82,7 @@ class Trainer:
         self.resolved = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
         self.state = TrainingState()
         self.resumed = False
+        self.saved_step: int | None = None  # the step of checkpoints/last.pt, once there is one
         self.forward: DistributedDataParallel | None = None
         self.cast = autocast_dtype(tc.precision.value, self.device)
         self.started, self.elapsed_before = time.monotonic(), 0.0
@@ -102,11 +105,9 @@ class Trainer:
             seed_everything(self.cfg.seed + self.world.rank)  # different dropout masks per replica (weights are already equal)
 
     def _continue_from(self, path: Path) -> None:
-        checkpoint = load_checkpoint(path, self.device)
-        check_compatible(checkpoint.config, self.cfg, path)
-        check_same_vocabulary(checkpoint, self.data.src_tokenizer.model_proto, self.data.tgt_tokenizer.model_proto, str(path))
-        if checkpoint.train_state is None or checkpoint.optimizer is None or checkpoint.scheduler is None or checkpoint.rng is None:
-            raise UserError(f"{path}: checkpoint holds no training state to resume from")
+        checkpoint = load_resumable(path, self.cfg, self.data.src_tokenizer.model_proto, self.data.tgt_tokenizer.model_proto, self.device)
+        assert checkpoint.optimizer is not None and checkpoint.scheduler is not None and checkpoint.train_state is not None
+        assert checkpoint.rng is not None
         self.model.load_state_dict(checkpoint.model)
         self.optimizer.load_state_dict(checkpoint.optimizer)
         self.scheduler.load_state_dict(checkpoint.scheduler)
@@ -118,6 +119,7 @@ class Trainer:
         else:
             log.warning("%s was written by %d processes, now %d: the random streams restart", path, len(checkpoint.rng), self.world.size)
         self.resumed = True
+        self.saved_step = self.state.step
         if self.world.is_main:
             log.info("resumed %s at step %d (epoch %d, batch %d)", path, self.state.step, self.state.epoch, self.state.batch_in_epoch)
 
@@ -135,10 +137,15 @@ class Trainer:
         self.log = TrainingLog(self.run_dir / "tensorboard", self.world.is_main, tc.progress and self.world.is_main, self.state.step,
                                self.resumed, tc.max_steps)
         self.model.train()
-        while not self.state.stop and not self._budget_spent():
-            self._run_epoch()
-        if self.state.step % tc.valid_every != 0:
-            self._validate()
+        try:
+            while not self.state.stop and not self._budget_spent():
+                self._run_epoch()
+            if self.state.step % tc.valid_every != 0:
+                self._validate()
+        except BaseException:  # Ctrl-C, a full disk, ...: keep the events logged so far
+            with contextlib.suppress(Exception):
+                self.log.close()
+            raise
         return self._finish()
 
     def _elapsed(self) -> float:
@@ -151,6 +158,8 @@ class Trainer:
             st.stop = f"max_steps={tc.max_steps} reached"
         elif tc.max_epochs and st.epoch >= tc.max_epochs:
             st.stop = f"max_epochs={tc.max_epochs} reached"
+        elif tc.max_minutes and dist.any_rank(self._elapsed() >= tc.max_minutes * 60, self.world):
+            st.stop = f"max_minutes={tc.max_minutes} reached"
         return bool(st.stop)
 
     def _run_epoch(self) -> None:
@@ -165,6 +174,7 @@ class Trainer:
     def _train_on(self, index: np.ndarray) -> None:
         """One step on the batch of rows `index`; then logging, validation and the stop rules it calls for."""
         tc, st = self.cfg.train, self.state
+        INTERRUPTS.check()
         t0 = time.perf_counter()
         if self.budget is not None:
             # a time budget: every replica reads the same clock (one collective), so all take the same rate
@@ -235,6 +245,7 @@ class Trainer:
         if improved:
             self._checkpoint("best.pt", metrics, rngs)
         self._checkpoint("last.pt", metrics, rngs)  # last: it is what a resume reads
+        self.saved_step = st.step
         if tc.keep_checkpoints:
             self._keep_step_checkpoint(metrics)
         log.info("step %d valid: loss %.3f ppl %.2f BLEU %.2f chrF %.2f exact %.3f%s", st.step, metrics["loss"], metrics["ppl"],
@@ -290,24 +301,42 @@ def prepare_checked(cfg: Config) -> PreparedData:
     return data
 
 
+def interrupted(run_dir: Path, step: int, saved_step: int | None) -> Interrupted:
+    """What a training stopped by Ctrl-C says: where it stopped, and how to continue."""
+    if saved_step is None:
+        return Interrupted(f"interrupted at step {step}, before its first checkpoint: nothing to resume")
+    return Interrupted(f"interrupted at step {step}; resume with train.resume=auto hydra.run.dir={run_dir} "
+                       f"(it continues from checkpoints/last.pt, step {saved_step})")
+
+
 def train(cfg: Config, run_dir: Path, on_start: Callable[[], None] | None = None) -> TrainingState:
     """Train a model as `cfg` says, writing checkpoints and TensorBoard events into `run_dir`, which
-    it holds for itself (a second training there is refused); `on_start` runs once it holds it.
+    it holds for itself (a second training there is refused). Nothing is written there before the
+    run it holds is known to be one this config continues, or none (`check_continuable`, and the
+    checkpoint's config and vocabulary); `on_start` runs then. Ctrl-C ends it with `Interrupted`.
     Returns the final state: step, epoch, best validation metrics, stop reason."""
     if cfg.train.ensemble_size != 1:
         raise UserError(f"train.ensemble_size={cfg.train.ensemble_size}: nmt.trainer.train trains one model; "
                         "nmt.ensemble_training.train_ensemble trains ensembles")
     run_dir = Path(run_dir)
     with hold_run_dir(run_dir):
-        if on_start is not None:
-            on_start()
+        if dist.env_rank() == 0:
+            check_continuable(cfg, run_dir)
         seed_everything(cfg.seed)
         configure_allocator()
         set_threads(cfg.train.threads)
         world = dist.init_world(resolve_device(cfg.train.device))
+        trainer: Trainer | None = None
         try:
-            trainer = Trainer(cfg, run_dir, world)
-            trainer.resume()
-            return trainer.run()
+            with stop_on(signal.SIGINT):
+                trainer = Trainer(cfg, run_dir, world)
+                trainer.resume()
+                if on_start is not None:
+                    on_start()
+                return trainer.run()
+        except KeyboardInterrupt:
+            if trainer is None:
+                raise Interrupted("interrupted before the first step: nothing to resume") from None
+            raise interrupted(run_dir, trainer.state.step, trainer.saved_step) from None
         finally:
             dist.shutdown(world)

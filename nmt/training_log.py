@@ -4,9 +4,12 @@ heatmaps. Only rank 0 has a writer; the other processes keep counting."""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 from torch.utils.tensorboard import SummaryWriter
@@ -14,6 +17,25 @@ from tqdm import tqdm
 
 from nmt.alignment.heatmap import heatmap_figure
 from nmt.alignment.words import SentenceAlignment
+from nmt.files import disk_full, no_space
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _names_a_full_disk(method: F) -> F:
+    """A write into the events file that finds the disk full is a UserError naming that file (the
+    writer's thread raises a bare OSError, with no file name, on a later call)."""
+
+    @functools.wraps(method)
+    def wrapper(self: TrainingLog, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as err:
+            if self.writer is None or no_space(err) is None:
+                raise
+            raise disk_full(self.events_file(), "the events written before are kept") from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass
@@ -32,9 +54,20 @@ class TrainingLog:
     run (`first_step` > 0) drops the events a killed run wrote past its checkpoint."""
 
     def __init__(self, folder: Path, write: bool, progress: bool, first_step: int, resumed: bool, total_steps: int) -> None:
-        self.writer = SummaryWriter(str(folder), purge_step=first_step + 1 if resumed else None) if write else None
+        try:
+            self.writer = SummaryWriter(str(folder), purge_step=first_step + 1 if resumed else None) if write else None
+        except Exception as err:
+            if no_space(err) is None:
+                raise
+            raise disk_full(folder / "events.out.tfevents", "no events were written") from None
         self.bar = tqdm(total=total_steps or None, initial=first_step, disable=not progress, unit="step", dynamic_ncols=True)
         self.window = _Window()
+
+    def events_file(self) -> Path:
+        """The events file this run writes (the newest in the folder)."""
+        assert self.writer is not None
+        folder = Path(self.writer.get_logdir())
+        return max(folder.glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime_ns, default=folder / "events.out.tfevents")
 
     def step(self, tokens: int, loss: float, guided: float, seconds: float) -> None:
         """Count one step (tokens and losses of a finite step; 0 for a skipped one)."""
@@ -42,6 +75,7 @@ class TrainingLog:
         w.tokens, w.loss, w.guided, w.seconds = w.tokens + tokens, w.loss + loss, w.guided + guided, w.seconds + seconds
         self.bar.update(1)
 
+    @_names_a_full_disk
     def flush_window(self, step: int, epoch: int, lr: float, processes: int, guide_weight: float | None) -> None:
         """Log the window's mean loss, perplexity, rate and speed at `step`, and start a new window."""
         w = self.window
@@ -60,6 +94,7 @@ class TrainingLog:
         self.bar.set_postfix(loss=f"{w.loss / w.tokens:.3f}", tok_s=f"{speed:.0f}", ep=epoch)
         w.tokens, w.loss, w.guided, w.seconds = 0, 0.0, 0.0, 0.0
 
+    @_names_a_full_disk
     def validation(self, step: int, metrics: dict[str, float], examples: list[SentenceAlignment]) -> None:
         """Validation scalars and the heatmaps of the fixed example sentences."""
         if self.writer is None:
@@ -75,6 +110,7 @@ class TrainingLog:
     def median_speed(self) -> float:
         return float(np.median(self.window.speeds)) if self.window.speeds else 0.0
 
+    @_names_a_full_disk
     def close(self) -> None:
         self.bar.close()
         if self.writer is not None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import signal
 import sys
 from collections.abc import Iterable, Iterator
-from typing import IO
+from typing import IO, NoReturn
 
 import hydra
 from omegaconf import DictConfig
@@ -24,6 +26,7 @@ from nmt import cli
 from nmt.checkpoint import checkpoint_path, load_models
 from nmt.command_config import TranslateConfig
 from nmt.data.corpus import decode_lines
+from nmt.errors import UserError
 from nmt.files import atomic_output
 from nmt.runtime import resolve_device
 from nmt.translation import Translator, text_heatmap
@@ -66,19 +69,40 @@ def run_interactive(translator: Translator) -> None:
             print(text_heatmap(alignment))
 
 
+def check_streams(cfg: TranslateConfig) -> None:
+    """The standard streams the command will use are open (a shell's `<&-` or `>&-` closes them)."""
+    if cfg.input is None and sys.stdin is None:
+        raise UserError("standard input is closed: give input=FILE, or pipe the text in")
+    if cfg.output is None and sys.stdout is None:
+        raise UserError("standard output is closed: give output=FILE")
+
+
+def reader_gone() -> NoReturn:
+    """The reader of standard output went away (`| head`): stop quietly, as a program killed by
+    SIGPIPE does (exit 141), with nothing more written to the closed pipe."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+    sys.exit(128 + signal.SIGPIPE)
+
+
 def translate(cfg: TranslateConfig) -> None:
     """Run the translate command as `cfg` says. Input lines end at "\n" only, from a file exactly
     as from stdin; an output file appears whole when the input is done (never half-written)."""
+    check_streams(cfg)
     ckpt = checkpoint_path(cfg.ckpt, cfg.runs_dir)
     model, run_cfg, src_tok, tgt_tok = load_models([ckpt, *cfg.ensemble], resolve_device(cfg.device))
     translator = Translator(model, src_tok, tgt_tok, cfg.decode, run_cfg.data.max_len, warn_truncated)
     if cfg.input is None and sys.stdin.isatty():
         run_interactive(translator)
         return
-    with contextlib.ExitStack() as stack:
-        raw = stack.enter_context(open(cfg.input, "rb")) if cfg.input else sys.stdin.buffer
-        sink = stack.enter_context(atomic_output(cfg.output)) if cfg.output else sys.stdout
-        run_stream(translator, decode_lines(raw, cfg.input or "stdin"), sink)
+    try:
+        with contextlib.ExitStack() as stack:
+            raw = stack.enter_context(open(cfg.input, "rb")) if cfg.input else sys.stdin.buffer
+            sink = stack.enter_context(atomic_output(cfg.output)) if cfg.output else sys.stdout
+            run_stream(translator, decode_lines(raw, cfg.input or "stdin"), sink)
+    except BrokenPipeError:
+        if cfg.output is not None:
+            raise
+        reader_gone()
 
 
 @hydra.main(config_path="../configs", config_name="translate", version_base="1.3")

@@ -68,7 +68,7 @@ def test_unknown_config_key_or_value_is_one_line_and_exit_2(override: str, messa
 
 @pytest.mark.parametrize(("content", "message"), [
     (None, "ckpt={ckpt}: checkpoint not found"),
-    (b"definitely not a checkpoint", "{ckpt}: not a readable checkpoint"),
+    (b"definitely not a checkpoint", "{ckpt}: not a checkpoint: not the zip archive that nmt.train writes"),
 ])
 def test_missing_or_corrupt_checkpoint(workdir: Path, content: bytes | None, message: str) -> None:
     ckpt = workdir / "model.pt"

@@ -67,7 +67,7 @@ def test_missing_and_corrupt_checkpoints_are_user_errors(tmp_path: Path) -> None
         load_checkpoint(tmp_path / "nope.pt")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
-    with pytest.raises(UserError, match="bad.pt: not a readable checkpoint"):
+    with pytest.raises(UserError, match="bad.pt: not a checkpoint: not the zip archive"):
         load_checkpoint(bad)
 
 

@@ -268,7 +268,7 @@ def test_location_model_evaluates_and_aligns_sources_over_its_limit(workdir: Pat
 
 def test_the_terminal_stays_quiet_and_a_failed_run_log_ends_with_its_error(workdir: Path) -> None:
     proc = cli("nmt.train", [*toy_overrides(workdir, task="copy", n_train=200), "train.max_steps=2", "train.valid_every=2",
-                             "train.test_at_end=false", f"hydra.run.dir={workdir / 'run'}"])
+                             "train.test_at_end=false", f"hydra.run.dir={workdir / 'quiet'}"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr == ""  # no datasets progress bars ("Generating train split", "Map", "Saving the dataset")
     good_corpus(workdir / "corpus")

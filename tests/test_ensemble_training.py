@@ -86,15 +86,32 @@ def test_the_ensembles_forced_attention_is_the_mean_of_its_models(ensemble_run: 
     assert together[1, :, 3].abs().max() == 0  # padding: no weight
 
 
-def test_a_model_that_cannot_resume_fails_the_run_in_one_line(ensemble_run: Path) -> None:
+def _snapshot(run_dir: Path) -> dict[str, bytes]:
+    """Every file of a run but its lock and the top log (Hydra adds the refused attempt's lines to
+    it): what a refused training must leave as it was."""
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))
+            if p.is_file() and p.name != ".lock" and p != run_dir / "train.log"}
+
+
+def test_a_resume_that_cannot_continue_a_model_is_refused_before_any_model_starts(ensemble_run: Path) -> None:
+    before = _snapshot(ensemble_run)
     overrides = [*toy_overrides(ensemble_run.parent, task="copy", n_train=300), "train.ensemble_size=2", "seed=7",
                  f"hydra.run.dir={ensemble_run}", "train.resume=auto", "model.decoder.hidden_size=48"]
-    proc = cli("nmt.train", overrides)
-    assert_user_error(proc, "of the ensemble failed: ")
-    k = proc.stderr.split("error: model ")[1][0]  # whichever fails first
-    last = ensemble_run / f"model{k}" / "checkpoints" / "last.pt"
-    assert f"model {k} of the ensemble failed: {last}: checkpoint comes from an incompatible config (model.decoder.hidden_size: " \
-           f"checkpoint 64, now 48) (its log: {ensemble_run / f'model{k}' / 'train.log'})" in proc.stderr
+    last = ensemble_run / "model0" / "checkpoints" / "last.pt"
+    assert_user_error(cli("nmt.train", overrides),
+                      f"{last}: checkpoint comes from an incompatible config (model.decoder.hidden_size: checkpoint 64, now 48)")
+    assert _snapshot(ensemble_run) == before
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_an_ensemble_run_resumed_with_another_number_of_models_is_refused(ensemble_run: Path, size: int) -> None:
+    before = _snapshot(ensemble_run)
+    overrides = [*toy_overrides(ensemble_run.parent, task="copy", n_train=300), f"train.ensemble_size={size}", "seed=7",
+                 f"hydra.run.dir={ensemble_run}", "train.resume=auto"]
+    assert_user_error(cli("nmt.train", overrides), f"error: train.ensemble_size={size} cannot continue {ensemble_run}: it holds an "
+                      "ensemble run of 2 models; resume it with train.ensemble_size=2, or start a new run in another hydra.run.dir")
+    assert_user_error(cli("nmt.train", overrides[:-1]), f"error: {ensemble_run} already holds an ensemble run of 2 models")
+    assert _snapshot(ensemble_run) == before
 
 
 def test_an_ensemble_checkpoint_holds_one_model_config(ensemble_run: Path, tmp_path: Path) -> None:

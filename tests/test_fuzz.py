@@ -1,21 +1,25 @@
 """Fuzzing the command lines with drawn but plausible bad input (hypothesis).
 
-Three kinds of input are drawn: config overrides across every group (out-of-range, wrong-type and
+Four kinds of input are drawn: config overrides across every group (out-of-range, wrong-type and
 boundary values of every numeric setting, unknown enum values and group options), small corpora
 whose lines may be empty, blank, over-long, CRLF-terminated, hold a lone CR or a NUL, or be invalid
-UTF-8, and truncated, byte-flipped or structurally altered checkpoints. Each runs the real command
+UTF-8, resumes of a trained run under changed settings (model, data, seed, number of models, budget;
+resumed in place, from a path, or into another folder), and truncated, byte-flipped or
+structurally altered checkpoints. Each runs the real command
 (`nmt.train`, `nmt.evaluate`, `nmt.translate`, `nmt.align`) under a timeout. Every outcome must be
 success, or exit code 2 with a single line on stderr, `error: ...`, that names the key, file or line;
-never a traceback, never a hang, never a half-written file.
+never a traceback, never a hang, never a half-written file, never a run written over by a training
+that did not continue it.
 
 Examples per test: $NMT_FUZZ_EXAMPLES (default 4, derandomized, for `make test`); `make fuzz` runs
-200 per test (600 in all) with fresh random draws.
+150 per test (600 in all) with fresh random draws.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from enum import Enum
@@ -59,6 +63,7 @@ def assert_clean(result: Result, folder: Path, names: list[str]) -> None:
         assert result.returncode == 2, result.stderr[-3000:]
         assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-3000:]
         assert any(name in lines[0] for name in names), (lines[0], names)
+        assert "\x1b" not in lines[0] and "weights_only" not in lines[0] and len(lines[0]) < 600, lines[0]  # short and plain
     assert not [p for p in folder.rglob(".*.tmp")], "a temporary file was left behind"
     for ckpt in folder.rglob("checkpoints/*.pt"):
         torch.load(ckpt, weights_only=True)
@@ -165,6 +170,54 @@ def test_drawn_corpora(runner: CliRunner, train: tuple[bytes, bytes], valid: tup
                 f"data.cache_dir={folder / 'prepared'}", "data.max_len=30", "train.max_steps=2", "train.valid_every=2",
                 "train.progress=false", "train.threads=1", "log.attention_examples=1", *TINY_MODEL, f"hydra.run.dir={folder / 'run'}"]
         assert_clean(runner.run("nmt.train", args, timeout=TIMEOUT), folder, [str(corpus), "data.max_len", "data.vocab_size"])
+
+
+# --- resuming under a changed config ------------------------------------------------------------------
+
+CHANGES = st.sampled_from([
+    ("model.decoder.hidden_size", "48"), ("model.encoder.cell", "lstm"), ("model.attention.score", "general"),
+    ("model.attention.mode", "local"), ("model.embedding_size", "16"), ("data.toy.n_symbols", "9"), ("data.vocab_size", "30"),
+    ("data.max_len", "12"), ("seed", "3"), ("train.ensemble_size", "2"), ("train.ensemble_size", "3"),
+    ("train.max_steps", "4"), ("train.lr", "0.01"), ("train.valid_every", "1"), ("data.batch_tokens", "300"),
+])
+RESUMES = st.sampled_from(["auto", "", "{run}", "{run}/checkpoints/last.pt", "{run}/checkpoints/best.pt"])
+
+
+def run_files(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))
+            if p.is_file() and p.name not in (".lock", "train.log")}
+
+
+@pytest.fixture(scope="module")
+def base_run(runner: CliRunner, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("fuzz_resume")
+    result = runner.run("nmt.train", toy_run(folder, ["train.test_at_end=false"]), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return folder
+
+
+@FUZZ
+@given(changes=st.lists(CHANGES, min_size=0, max_size=3, unique_by=lambda c: c[0]), resume=RESUMES,
+       elsewhere=st.booleans())
+def test_drawn_resumes_under_a_changed_config(runner: CliRunner, base_run: Path, changes: list[tuple[str, str]], resume: str,
+                                              elsewhere: bool) -> None:
+    """A resume continues the run exactly or refuses in one line; a refused one, or a new run
+    started elsewhere, leaves the run's files as they were."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        shutil.copytree(base_run, folder, dirs_exist_ok=True)
+        run = folder / "run"
+        before = run_files(run)
+        target = folder / "other" if elsewhere else run
+        args = toy_run(folder, ["train.test_at_end=false", *(f"{k}={v}" for k, v in changes), f"train.resume={resume.format(run=run)}"])
+        args = [a for a in args if not a.startswith("hydra.run.dir=")] + [f"hydra.run.dir={target}"]
+        result = runner.run("nmt.train", args, timeout=TIMEOUT)
+        assert_clean(result, folder, [str(run), "train.ensemble_size", "train.resume", *(k for k, _ in changes)])
+        continued = result.returncode == 0 and resume != "" and target == run
+        if not continued:
+            assert run_files(run) == before
+        elif (run / "checkpoints" / "last.pt").is_file():
+            assert torch.load(run / "checkpoints" / "last.pt", weights_only=True)["step"] >= 2
 
 
 # --- checkpoints ----------------------------------------------------------------------------------

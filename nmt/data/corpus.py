@@ -16,7 +16,6 @@ import itertools
 import logging
 import os
 import shutil
-import tempfile
 import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import datasets
 
 from nmt.config import CorpusSource, DataConfig
 from nmt.errors import UserError
+from nmt.files import atomic_output
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +90,11 @@ def gold_alignment_file(cfg: DataConfig, split: str) -> Path | None:
 def download_gz(url: str, dest: Path) -> None:
     """Download a gzip file and write it decompressed to `dest`, atomically."""
     log.info("downloading %s", url)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".part")
     try:
-        with urllib.request.urlopen(url, timeout=60) as response, os.fdopen(fd, "wb") as out:
+        with urllib.request.urlopen(url, timeout=60) as response, atomic_output(dest, "wb") as out:
             with gzip.GzipFile(fileobj=response) as gz:
                 shutil.copyfileobj(gz, out)
-        os.replace(tmp, dest)
     except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
         raise UserError(f"{url}: download failed ({err}); set MULTI30K_DIR to a local copy") from err
 
 

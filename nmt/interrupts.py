@@ -1,0 +1,61 @@
+"""Ctrl-C during training, made dependable.
+
+Python turns SIGINT into a KeyboardInterrupt wherever the main thread happens to be; when that is a
+finaliser (a weak reference's callback, a `__del__`), Python prints "Exception ignored" and goes on,
+and the training would run on as if nothing had been asked. So the request is also remembered:
+`Interrupts.check`, called at every step, raises it again, and the lost one is not printed.
+Signals are per process, so there is one `INTERRUPTS` per process; `stop_on` installs it for a
+signal for the length of a `with` block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+
+class Interrupts:
+    """Remembers that a stop was asked for, and raises KeyboardInterrupt for it."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        """A signal handler: ask to stop, now and (if this one is lost) at the next `check`."""
+        self.requested = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt if a stop was asked for."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def _unraisable(self, info: sys.UnraisableHookArgs) -> None:
+        if self.requested and isinstance(info.exc_value, KeyboardInterrupt):
+            return  # the request stands; `check` raises it where it can be handled
+        sys.__unraisablehook__(info)
+
+
+INTERRUPTS = Interrupts()
+
+
+@contextlib.contextmanager
+def stop_on(signum: int = signal.SIGINT) -> Iterator[Interrupts]:
+    """Inside: `signum` stops training through INTERRUPTS (a fresh request). A signal the process
+    ignores (an ensemble's models ignore Ctrl-C: their parent stops them) stays ignored; outside
+    the main thread nothing is installed."""
+    INTERRUPTS.requested = False
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signum) == signal.SIG_IGN:
+        yield INTERRUPTS
+        return
+    previous, previous_hook = signal.signal(signum, INTERRUPTS.handle), sys.unraisablehook
+    sys.unraisablehook = INTERRUPTS._unraisable
+    try:
+        yield INTERRUPTS
+    finally:
+        signal.signal(signum, previous)
+        sys.unraisablehook = previous_hook
