@@ -13,9 +13,9 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from nmt import cli
 from nmt.alignment.export import export_alignments
-from nmt.command_config import AlignConfig
+from nmt.config.commands import AlignConfig
+from nmt.system import cli
 
 
 @hydra.main(config_path="../configs", config_name="align", version_base="1.3")
@@ -29,7 +29,7 @@ def main(cfg: DictConfig) -> None:
         diagonal = scores["diagonal"]
         print(f"{scores['data']}: precision {scores['precision']:.4f}  recall {scores['recall']:.4f}  AER {scores['aer']:.4f}"
               f"  ({against}: {scores['reference_file']}); diagonal baseline AER {diagonal['aer']:.4f}")
-    print(f"wrote {scores['sentences']} alignments to {scores['out']}/")
+    print(f"wrote {scores['sentences']} alignments ({scores['attention']} attention) to {scores['out']}/")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from nmt import cli
-from nmt.command_config import EvalConfig
-from nmt.evaluation import evaluate_checkpoint
+from nmt.config.commands import EvalConfig
+from nmt.decoding.scoring import evaluate_checkpoint
+from nmt.system import cli
 
 
 @hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")

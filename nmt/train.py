@@ -1,4 +1,4 @@
-"""`python -m nmt.train [overrides]`: the Hydra entry point; the work is in `nmt.trainer.train`.
+"""`python -m nmt.train [overrides]`: the Hydra entry point; the work is in `nmt.training.loop.train`.
 
 Under `torchrun --nproc_per_node=N -m nmt.train ...` only rank 0 owns the run directory: the
 other ranks get a private temporary one (removed at exit) and log to the console only, so one
@@ -17,12 +17,12 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from nmt import cli
-from nmt.config import Config
-from nmt.distributed import env_rank
-from nmt.ensemble_training import train_ensemble
-from nmt.files import atomic_write_text
-from nmt.trainer import train
+from nmt.config.schema import Config
+from nmt.system import cli
+from nmt.system.distributed import env_rank
+from nmt.system.files import atomic_write_text
+from nmt.training.session import train
+from nmt.training.side_by_side import train_ensemble
 
 
 def save_hydra_record(cfg: DictConfig, run_dir: Path) -> None:

@@ -22,14 +22,14 @@ from typing import IO, NoReturn
 import hydra
 from omegaconf import DictConfig
 
-from nmt import cli
-from nmt.checkpoint import checkpoint_path, load_models
-from nmt.command_config import TranslateConfig
+from nmt.config.commands import TranslateConfig
 from nmt.data.corpus import decode_lines
-from nmt.errors import UserError
-from nmt.files import atomic_output
-from nmt.runtime import resolve_device
-from nmt.translation import Translator, text_heatmap
+from nmt.decoding.text import Translator, text_heatmap
+from nmt.model.checkpoint import checkpoint_path, load_models
+from nmt.system import cli
+from nmt.system.errors import UserError
+from nmt.system.files import atomic_output
+from nmt.system.runtime import resolve_device
 
 
 def warn_truncated(line: int, tokens: int, limit: int) -> None:

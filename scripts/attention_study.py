@@ -14,7 +14,7 @@ test at the end: greedy BLEU and chrF on test_2016_flickr, and the attention rea
 alignment of the test set, scored against eflomal's grow-diag-final-and links (`make aligner`;
 agreement with a statistical aligner, not gold accuracy) beside the diagonal baseline. Every run's
 hyper-parameters and final metrics also go to TensorBoard's HParams dashboard (every training
-writes them, `nmt.run_report.write_hparams`): `tensorboard --logdir {shown}`.
+writes them, `nmt.training.metrics.write_hparams`): `tensorboard --logdir {shown}`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf
 
-from nmt.runtime import cpu_model
+from nmt.system.runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = ["dot", "general", "additive", "location", "scaled_dot"]
@@ -68,7 +68,7 @@ def train(name: str, overrides: list[str], steps: int, threads: int, out: Path) 
     if run_dir.exists():  # an interrupted run: start it again, so that its minutes mean one uninterrupted run
         shutil.rmtree(run_dir)
     cmd = [sys.executable, "-m", "nmt.train", *overrides, f"train.max_steps={steps}", f"train.valid_every={steps}", "train.max_minutes=0",
-           f"train.threads={threads}", "train.progress=false", "train.ensemble_size=1", f"hydra.run.dir={run_dir}"]
+           f"train.threads={threads}", "train.progress=false", f"hydra.run.dir={run_dir}"]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     (run_dir / "study.log").parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +214,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(plan)}")
     if not args.report_only:
-        subprocess.run([sys.executable, "-m", "nmt.aligner"], cwd=ROOT, check=True)
+        subprocess.run([sys.executable, "-m", "nmt.reference_aligner"], cwd=ROOT, check=True)
         threads = max(1, 2 // args.parallel)
         todo = [name for name in run_order(list(plan)) if name in (args.only or plan)]
         with ThreadPoolExecutor(args.parallel) as pool:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Average the weights of several checkpoints of one run into a new checkpoint, to evaluate or
-translate with like any other (`nmt.averaging.average_checkpoints`).
+translate with like any other (`nmt.training.averaging.average_checkpoints`).
 
     python scripts/average_checkpoints.py A.pt B.pt C.pt --output avg.pt
     python scripts/average_checkpoints.py --last 5 outputs/DATE/TIME --output avg.pt   # its step-N.pt files
@@ -14,9 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.averaging import average_checkpoints
-from nmt.checkpoint import save_checkpoint
-from nmt.errors import UserError
+from nmt.model.checkpoint import save_checkpoint
+from nmt.system.errors import UserError
+from nmt.training.averaging import average_checkpoints
 
 
 def main() -> int:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt.cli import compose_train_config, quiet_libraries
-from nmt.trainer import train
+from nmt.system.cli import compose_train_config, quiet_libraries
+from nmt.training.session import train
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "loss_trace_default.json"
 
@@ -30,7 +30,7 @@ def trace(steps: int, overrides: list[str]) -> dict[int, float]:
     """Train the default model for `steps` steps in a temporary run folder -> {step: loss}."""
     cfg = compose_train_config([f"train.max_steps={steps}", "train.log_every=1", f"train.valid_every={steps}",
                                 "train.test_at_end=false", "train.progress=false", "log.attention_examples=0",
-                                "train.ensemble_size=1", *overrides])  # one model: the trace of its steps
+                                *overrides])
     with tempfile.TemporaryDirectory() as run_dir:
         train(cfg, Path(run_dir))
         events = EventAccumulator(str(Path(run_dir) / "tensorboard"))

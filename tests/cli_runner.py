@@ -85,8 +85,8 @@ def _serve() -> None:
     import hydra  # noqa: F401
     import torch  # noqa: F401
 
-    import nmt.cli  # noqa: F401
-    import nmt.trainer  # noqa: F401
+    import nmt.system.cli  # noqa: F401
+    import nmt.training.session  # noqa: F401
 
     for line in sys.stdin:
         request = json.loads(line)

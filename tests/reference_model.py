@@ -1,12 +1,12 @@
-"""A plain, step-by-step implementation of SPEC equations 1-5: the textbook next to the fast path.
+"""A plain, step-by-step implementation of equations 1-5 of Bahdanau et al. (2015): the textbook next to the fast path.
 
 `nmt.model.decoder.Decoder` hoists work out of its step loop (input-gate projections of all
 target embeddings, keys prepared once, the output layer and the vocabulary projection over real
-tokens only) and `nmt.loss` fuses the label-smoothed loss. This module does none of that: at
+tokens only) and `nmt.training.loss` fuses the label-smoothed loss. This module does none of that: at
 each step it scores the raw encoder states with the score table's formula, normalises (written
 out per mode), forms the context, runs torch's own GRU/LSTM cell on [E y_{i-1}; c_i] and applies
 the output layer; then torch's cross-entropy. It reads the weights of a built `Seq2Seq`, so the
-tests can check that both give the same loss and gradients, and `scripts/ablate_speed.py` can
+tests can check that both give the same loss and gradients, and `scripts/bench/ablate_speed.py` can
 time what the optimisations buy. It is for reading and checking, not for training.
 """
 
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from nmt.attention.modes import GumbelHardNormaliser, LocalNormaliser, ReinforceHardNormaliser, SoftNormaliser
 from nmt.attention.scores import AdditiveScore, DotScore, GeneralScore, LocationScore, ScaledDotScore
-from nmt.config import CellType
+from nmt.config.schema import CellType
 from nmt.data.tokenizer import PAD
 from nmt.model.seq2seq import Seq2Seq
 

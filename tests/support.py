@@ -13,8 +13,8 @@ from cli_runner import CliRunner, Result
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from nmt.command_config import register_configs
-from nmt.config import Config
+from nmt.config.commands import register_configs
+from nmt.config.schema import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -57,14 +57,13 @@ def toy_overrides(workdir: Path, task: str = "reverse", n_train: int = 2000, tin
         "data.toy.n_test=200",
         "train.progress=false",
         "train.threads=1",  # small models: one thread is as fast, and runs stay independent of the machine
-        "train.ensemble_size=1",  # one model (the ensemble tests ask for more)
         *(TINY_MODEL if tiny else []),
     ]
 
 
 def train_toy(workdir: Path, task: str, extra: list[str]) -> Path:
     """Train the toy model of TOY_TRAIN on a toy task below `workdir`; returns the run folder."""
-    from nmt.trainer import train
+    from nmt.training.session import train
 
     cfg = compose_config(toy_overrides(workdir, task=task, tiny=False) + TOY_TRAIN + extra)
     start = time.monotonic()
@@ -113,7 +112,7 @@ def good_corpus(folder: Path) -> None:
 
 CUSTOM = ["data=custom", "data.src_lang=xx", "data.tgt_lang=yy", "data.vocab_size=40", "data.subword_model=word",
           "data.max_len=8", "train.max_steps=2", "train.valid_every=2", "train.progress=false", "train.threads=1",
-          "train.ensemble_size=1", *TINY_MODEL]
+          *TINY_MODEL]
 
 
 def train_cli(workdir: Path, extra: list[str] | None = None, timeout: float = 300) -> Result:

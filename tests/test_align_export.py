@@ -12,9 +12,9 @@ from support import ROOT
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.alignment.extract import forced_alignments
-from nmt.checkpoint import load_model
 from nmt.data.corpus import load_split
 from nmt.data.prepare import encode_pairs
+from nmt.model.checkpoint import load_model
 
 
 def test_tensorboard_holds_heatmaps_at_every_validation_and_attention_scalars(trained_toy: Path) -> None:
@@ -66,7 +66,7 @@ def test_make_align_with_gold_gives_low_aer(fixture: str, request: pytest.Fixtur
 
 def test_free_alignment_of_the_models_own_translation(trained_toy: Path, tmp_path: Path) -> None:
     from nmt.alignment.export import export_alignments
-    from nmt.command_config import AlignConfig, AlignOptions
+    from nmt.config.commands import AlignConfig, AlignOptions
 
     scores = export_alignments(AlignConfig(ckpt=str(trained_toy / "checkpoints" / "best.pt"),
                                split="test", align=AlignOptions(forced=False, out=str(tmp_path), heatmaps=1)))

@@ -10,7 +10,7 @@ import pytest
 from nmt.alignment.aer import alignment_error_rate
 from nmt.alignment.pharaoh import format_links, hard_links, parse_line, read_pharaoh
 from nmt.alignment.words import merge_to_words, word_groups, words_of
-from nmt.errors import UserError
+from nmt.system.errors import UserError
 
 
 def test_word_groups_follow_sentencepiece_boundaries() -> None:

@@ -14,17 +14,17 @@ from support import TOY_TRAIN, assert_user_error, cli, compose_config, toy_overr
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.alignment.aer import alignment_error_rate
-from nmt.alignment.aligner import aligner_links
+from nmt.alignment.eflomal import aligner_links
 from nmt.alignment.guidance import guided_alignment_loss, piece_targets
 from nmt.alignment.pharaoh import read_pharaoh
 from nmt.alignment.symmetrize import grow_diag_final_and, intersection, union
 from nmt.alignment.words import diagonal_links
-from nmt.checkpoint import load_model
-from nmt.config_checks import check_settings
+from nmt.config.checks import check_settings
 from nmt.data.corpus import gold_alignment_file
 from nmt.data.toy import ensure_toy_corpus
-from nmt.errors import UserError
-from nmt.trainer import train
+from nmt.model.checkpoint import load_model
+from nmt.system.errors import UserError
+from nmt.training.session import train
 
 # --- symmetrisation ----------------------------------------------------------------------------
 
@@ -99,6 +99,7 @@ def aer_curve(run_dir: Path) -> list[float]:
     events.Reload()
     return [e.value for e in events.Scalars("valid/aer")]
 
+@pytest.mark.slow
 
 def test_guided_alignment_makes_attention_align_sooner_on_toy_reverse(workdir: Path) -> None:
     base = toy_overrides(workdir, task="reverse", n_train=2000) + [
@@ -116,6 +117,7 @@ def test_guided_alignment_makes_attention_align_sooner_on_toy_reverse(workdir: P
     events.Reload()
     assert "train/guided_alignment" in events.Tags()["scalars"]
 
+@pytest.mark.slow
 
 def test_a_guiding_file_of_the_wrong_length_is_one_line(workdir: Path) -> None:
     (workdir / "short.pharaoh").write_text("0-0\n1-1\n")
@@ -152,7 +154,7 @@ def test_guided_in_both_directions_the_links_and_their_symmetrisation_are_the_go
         assert (tmp_path / method / "alignments.forward.pharaoh").is_file() and (tmp_path / method / "alignments.reverse.pharaoh").is_file()
 
 
-@pytest.mark.parametrize("method", ["intersection", "gdfa", "union"])
+@pytest.mark.parametrize("method", ["gdfa", *(pytest.param(m, marks=pytest.mark.slow) for m in ("intersection", "union"))])
 def test_symmetrising_two_directions_on_toy_reverse(trained_toy: Path, tmp_path: Path, method: str) -> None:
     scores = symmetrised_scores(trained_toy / "checkpoints" / "best.pt", tmp_path, method)
     forward, reverse = scores["directions"]["forward"], scores["directions"]["reverse"]
@@ -167,7 +169,7 @@ def test_symmetrising_two_directions_on_toy_reverse(trained_toy: Path, tmp_path:
 
 
 def test_the_aligner_without_eflomal_says_how_to_install_it(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from nmt.alignment.aligner import align_corpus
+    from nmt.alignment.eflomal import align_corpus
 
     real_import = builtins.__import__
 
@@ -181,23 +183,24 @@ def test_the_aligner_without_eflomal_says_how_to_install_it(workdir: Path, monke
     with pytest.raises(UserError, match=r"eflomal is not installed: pip install -e '\.\[align\]'"):
         align_corpus(cfg.data)
 
+@pytest.mark.slow
 
-def test_the_aligner_aligns_a_toy_corpus_and_align_scores_against_it(trained_toy_copy: Path, tmp_path: Path) -> None:
+def test_the_aligner_aligns_a_toy_corpus_and_align_scores_against_it(trained_toy: Path, tmp_path: Path) -> None:
     pytest.importorskip("eflomal", reason="the align extra is not installed")
-    proc = cli("nmt.aligner", toy_overrides(trained_toy_copy.parent, task="copy", tiny=False) + TOY_TRAIN)  # the model's data
+    proc = cli("nmt.reference_aligner", toy_overrides(trained_toy.parent, task="reverse", tiny=False) + TOY_TRAIN)  # the model's data
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "test: " in proc.stdout and "gdfa links" in proc.stdout
-    ckpt = trained_toy_copy / "checkpoints" / "best.pt"
+    ckpt = trained_toy / "checkpoints" / "best.pt"
     _, run_cfg, *_ = load_model(ckpt)
     found, gold = aligner_links(run_cfg.data, "test"), gold_alignment_file(run_cfg.data, "test")
     assert found is not None and gold is not None
-    assert alignment_error_rate([s for s, _ in read_pharaoh(found)], read_pharaoh(gold)).aer < 0.1  # a copy task is easy for it too
+    assert alignment_error_rate([s for s, _ in read_pharaoh(found)], read_pharaoh(gold)).aer < 0.1  # reversal is easy for it too
     aligned = cli("nmt.align", [f"ckpt={ckpt}", "split=test", "align.reference=aligner", f"align.out={tmp_path}", "align.heatmaps=0"])
     assert aligned.returncode == 0, aligned.stderr[-2000:]
     assert "agreement with eflomal's grow-diag-final-and links, not gold" in aligned.stdout
     scores = json.loads((tmp_path / "scores.json").read_text())
     assert scores["reference"] == "eflomal-gdfa" and scores["aer"] < 0.1
-    assert scores["diagonal"]["aer"] < 0.1  # copying is the diagonal: the baseline agrees with eflomal as well
+    assert scores["diagonal"]["aer"] > 0.5  # a reversal is no diagonal: the baseline disagrees with eflomal
 
 
 def test_kendall_tau_measures_monotonicity() -> None:

@@ -58,7 +58,7 @@ def test_soft_rows_sum_to_one_and_padding_gets_zero() -> None:
 def test_self_attention_layer_follows_the_seed_with_every_score() -> None:
     """h_i = x_i + sum_j alpha_ij (W_V x_j), alpha_i. = softmax_j(a(W_Q x_i, W_K x_j)), padding excluded."""
     from nmt.attention.self_attention import SelfAttentionLayer
-    from nmt.config import AttentionConfig
+    from nmt.config.schema import AttentionConfig
     from nmt.model.build import SCORES
 
     torch.manual_seed(0)

@@ -10,11 +10,11 @@ import pytest
 import torch
 from support import ROOT, cli, compose_config, toy_overrides
 
-from nmt.averaging import ParameterAverage, average_checkpoints
-from nmt.checkpoint import load_checkpoint, load_model, load_models
+from nmt.decoding.search import beam_search
+from nmt.model.checkpoint import load_checkpoint, load_model, load_models
 from nmt.model.ensemble import Ensemble
-from nmt.search import beam_search
-from nmt.trainer import train
+from nmt.training.averaging import ParameterAverage, average_checkpoints
+from nmt.training.session import train
 
 
 def test_the_moving_average_by_hand() -> None:
@@ -33,6 +33,7 @@ def test_the_moving_average_by_hand() -> None:
     again.restore(ema.state())
     assert again.updates == 1 and again.shadow["weight"].item() == pytest.approx(2.8)
 
+@pytest.mark.slow
 
 def test_training_with_a_moving_average_and_kept_checkpoints(workdir: Path) -> None:
     cfg = compose_config(toy_overrides(workdir, task="copy", n_train=300) + [

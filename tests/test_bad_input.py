@@ -10,9 +10,9 @@ import pytest
 import torch
 from support import CUSTOM, GOOD, assert_user_error, cli, compose_config, good_corpus, toy_overrides, train_cli, write_split
 
-from nmt import step as step_module
-from nmt.errors import UserError
-from nmt.trainer import train
+from nmt.system.errors import UserError
+from nmt.training import step as step_module
+from nmt.training.session import train
 
 
 def assert_nothing_half_written(workdir: Path) -> None:
@@ -61,7 +61,7 @@ def test_overlong_training_lines_are_dropped_and_counted(workdir: Path) -> None:
     ("train.lr=[", "error: cannot parse the override 'train.lr=[': no viable alternative at input '['"),
 ])
 def test_unknown_config_key_or_value_is_one_line_and_exit_2(override: str, message: str) -> None:
-    proc = cli("nmt.train", [override])  # Hydra finds it before anything runs; nmt.cli reports it
+    proc = cli("nmt.train", [override])  # Hydra finds it before anything runs; nmt.system.cli reports it
     assert proc.returncode == 2
     assert proc.stderr.strip() == message
 
@@ -77,6 +77,7 @@ def test_missing_or_corrupt_checkpoint(workdir: Path, content: bytes | None, mes
     for module in ("nmt.evaluate", "nmt.translate", "nmt.align"):
         assert_user_error(cli(module, [f"ckpt={ckpt}"]), message.format(ckpt=ckpt))
 
+@pytest.mark.slow
 
 def test_checkpoint_from_an_incompatible_config(workdir: Path) -> None:
     good_corpus(workdir / "corpus")

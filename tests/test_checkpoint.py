@@ -15,9 +15,9 @@ import torch
 from support import ROOT, compose_config
 from test_decoder import batch, tiny_model
 
-from nmt.checkpoint import CHECKPOINT_VERSION, Checkpoint, bytes_tensor, load_checkpoint, load_model, save_checkpoint, tensor_bytes
-from nmt.errors import UserError
-from nmt.trainer import train
+from nmt.model.checkpoint import CHECKPOINT_VERSION, Checkpoint, bytes_tensor, load_checkpoint, load_model, save_checkpoint, tensor_bytes
+from nmt.system.errors import UserError
+from nmt.training.session import train
 
 V1 = ROOT / "tests" / "data" / "checkpoint_v1.pt"
 
@@ -92,6 +92,7 @@ def test_checkpoint_with_foreign_weights_is_rejected(tmp_path: Path, trained_toy
     with pytest.raises(UserError, match="weights do not fit"):
         load_model(tmp_path / "odd.pt")
 
+@pytest.mark.slow
 
 def test_a_version_1_checkpoint_loads_translates_and_resumes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     saved = load_checkpoint(V1)
@@ -112,8 +113,8 @@ def test_a_version_1_checkpoint_loads_translates_and_resumes(tmp_path: Path, cap
                  "model.encoder.hidden_size=8", "model.decoder.hidden_size=16", "model.decoder.output_size=16",
                  "model.attention.hidden_size=8",
                  "train.max_steps=5", "train.valid_every=3", "train.progress=false", "train.threads=1", "train.test_at_end=false",
-                 "train.resume=auto", "train.ensemble_size=1"]
-    with caplog.at_level(logging.INFO, logger="nmt.trainer"):
+                 "train.resume=auto"]
+    with caplog.at_level(logging.INFO, logger="nmt.training.loop"):
         state = train(compose_config(overrides), run_dir)
     assert f"resumed {run_dir / 'checkpoints' / 'last.pt'} at step 3 (epoch 0, batch 3)" in caplog.text
     assert state.step == 5 and load_checkpoint(run_dir / "checkpoints" / "last.pt").version == CHECKPOINT_VERSION

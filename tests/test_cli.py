@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from support import TINY_MODEL, Result, cli, compose_config, toy_overrides
 
-from nmt.ensemble_training import train_ensemble
+from nmt.training.session import train
 
 
 def run(args: list[str], timeout: int = 300) -> Result:
@@ -50,14 +51,15 @@ def test_data_command_prepares_and_reports(workdir: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "train: 100 pairs" in proc.stdout and "train filter: 100 read, 0 empty, 0 too long, 100 kept" in proc.stdout
 
+@pytest.mark.slow
 
 def test_default_multi30k_pipeline_trains_a_few_steps(workdir: Path) -> None:
-    """The default corpus and run end to end (two models, tiny, small vocabulary, 3 steps): no error, real BLEU."""
+    """The default corpus and run end to end (one model, tiny, small vocabulary, 3 steps): no error, real BLEU."""
     cfg = compose_config([
         f"data.cache_dir={workdir / 'prepared'}", "data.vocab_size=1000", "train.max_steps=3", "train.test_at_end=false",
         "train.valid_every=3", "train.progress=false", "train.decode.max_len_extra=2", "train.decode.max_len_ratio=1.0", "train.threads=1",
         *TINY_MODEL,
     ])
-    result = train_ensemble(cfg, workdir / "run")
-    assert [m["steps"] for m in result.members] == [3, 3] and 0.0 <= result.best_bleu < 100.0
+    state = train(cfg, workdir / "run")
+    assert cfg.train.ensemble_size == 1 and state.step == 3 and 0.0 <= state.best_bleu < 100.0
     assert (workdir / "run" / "checkpoints" / "best.pt").is_file()

@@ -6,9 +6,9 @@ import pytest
 from hydra.errors import ConfigCompositionException, HydraException
 from support import CONFIGS, cli, compose_config
 
-from nmt.config import Score
-from nmt.errors import UserError
+from nmt.config.schema import Score
 from nmt.model.build import build_model
+from nmt.system.errors import UserError
 
 
 @pytest.mark.parametrize("data", sorted(p.stem for p in (CONFIGS / "data").glob("*.yaml")))

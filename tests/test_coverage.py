@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from nmt.config import AttentionConfig, Score
+from nmt.config.schema import AttentionConfig, Score
 from nmt.model.build import build_attention
 
 

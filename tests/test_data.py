@@ -14,7 +14,7 @@ from nmt.data.batching import BatchSampler
 from nmt.data.corpus import load_parallel_files, load_split
 from nmt.data.prepare import prepare
 from nmt.data.toy import ensure_toy_corpus
-from nmt.errors import UserError
+from nmt.system.errors import UserError
 
 
 def write_corpus(folder: Path, pairs: dict[str, list[tuple[str, str]]]) -> None:

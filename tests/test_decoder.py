@@ -1,4 +1,4 @@
-"""The decoder follows SPEC equations 1-5: step i scores with s_{i-1}; c_i feeds cell and output."""
+"""The decoder follows equations 1-5 of Bahdanau et al. (2015): step i scores with s_{i-1}; c_i feeds cell and output."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Deferred weight gradients (nmt.deferred): the same gradients as autograd's, and nothing kept
+"""Deferred weight gradients (nmt.model.deferred_grads): the same gradients as autograd's, and nothing kept
 alive after backward (a leak here grew a training process by gigabytes a minute)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import torch
 from test_reference_decoder import MODES, _Batch, tiny_model, toy_batch
 from torch import nn
 
-from nmt.config import AttendFrom, CellType, Mode, Score
-from nmt.deferred import DeferredWeightGrads
-from nmt.step import batch_loss
+from nmt.config.schema import AttendFrom, CellType, Mode, Score
+from nmt.model.deferred_grads import DeferredWeightGrads
+from nmt.training.step import batch_loss
 
 
 def _recurrence(layer: nn.Linear, s0: torch.Tensor, steps: int, store: DeferredWeightGrads | None) -> torch.Tensor:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support import ROOT, toy_overrides
 
-from nmt.checkpoint import load_checkpoint
+from nmt.model.checkpoint import load_checkpoint
 
 
 @pytest.mark.slow

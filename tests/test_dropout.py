@@ -1,11 +1,11 @@
-"""nmt.dropout.Dropout: the distribution of nn.Dropout (drawn differently), its gradient, eval mode."""
+"""nmt.model.dropout.Dropout: the distribution of nn.Dropout (drawn differently), its gradient, eval mode."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from nmt.dropout import Dropout
+from nmt.model.dropout import Dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

@@ -15,10 +15,10 @@ import pytest
 import torch
 from support import ROOT, TINY_MODEL, assert_user_error, cli, compose_config, good_corpus, toy_overrides, train_cli, write_split
 
-from nmt.command_config import EvalConfig
-from nmt.config import DecodeConfig
-from nmt.evaluation import evaluate_checkpoint
-from nmt.files import file_lock
+from nmt.config.commands import EvalConfig
+from nmt.config.schema import DecodeConfig
+from nmt.decoding.scoring import evaluate_checkpoint
+from nmt.system.files import file_lock
 
 # --- the trainer never hangs ------------------------------------------------------------------
 
@@ -102,6 +102,7 @@ def wait_for(condition, timeout: float = 120) -> None:  # noqa: ANN001
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
 
+@pytest.mark.slow
 
 def test_a_second_training_in_the_same_run_directory_is_refused(workdir: Path) -> None:
     first = start_training(workdir, LONG_TOY)
@@ -129,6 +130,7 @@ def test_a_second_training_in_the_same_run_directory_is_refused(workdir: Path) -
     assert not orphan.exists()
     assert f"removed {orphan}" in (workdir / "run" / "train.log").read_text()
 
+@pytest.mark.slow
 
 def test_two_processes_preparing_one_cache_both_succeed(workdir: Path) -> None:
     args = [sys.executable, "-m", "nmt.data", *toy_overrides(workdir, task="copy", n_train=3000)]
@@ -243,6 +245,7 @@ def test_invalid_utf8_input_names_the_line_and_leaves_no_output(trained_toy: Pat
 
 # --- the location score on sources longer than it was trained for -----------------------------
 
+@pytest.mark.slow
 
 def test_location_model_evaluates_and_aligns_sources_over_its_limit(workdir: Path) -> None:
     run = workdir / "run"
@@ -296,8 +299,8 @@ def test_bf16_autocast_computes_local_p_positions_in_float32() -> None:
 
 
 def test_compose_config_helper_still_rejects_out_of_range_values(workdir: Path) -> None:
-    from nmt.config_checks import check_settings
-    from nmt.errors import UserError
+    from nmt.config.checks import check_settings
+    from nmt.system.errors import UserError
 
     cfg = compose_config([*TINY_MODEL, "train.max_steps=-3"])
     with pytest.raises(UserError, match=r"train.max_steps=-3: must be >= 0"):

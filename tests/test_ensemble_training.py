@@ -1,4 +1,5 @@
-"""`train.ensemble_size=N`: N models trained side by side into one run, decoded as an ensemble."""
+"""`train.ensemble_size=N`: N models trained side by side into one run, decoded as an ensemble (the
+preset +experiment=cpu_ensemble). The tests that train one are slow: `make test-all` runs them."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import pytest
 import torch
 from support import ROOT, assert_user_error, cli, compose_config, toy_overrides
 
-from nmt.checkpoint import ensemble_checkpoint, load_checkpoint, load_model, save_checkpoint
-from nmt.command_config import EvalConfig
-from nmt.ensemble_training import _run_members, member_config, train_ensemble, write_ensemble
-from nmt.errors import UserError
-from nmt.evaluation import evaluate_checkpoint
+from nmt.config.commands import EvalConfig
+from nmt.decoding.scoring import evaluate_checkpoint
+from nmt.model.checkpoint import ensemble_checkpoint, load_checkpoint, load_model, save_checkpoint
 from nmt.model.ensemble import Ensemble
+from nmt.system.errors import UserError
+from nmt.training.processes import run_members
+from nmt.training.side_by_side import member_config, train_ensemble, write_ensemble
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +35,7 @@ def ensemble_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert len(result.members) == 2
     return workdir / "run"
 
+@pytest.mark.slow
 
 def test_each_model_is_a_run_of_its_own_with_its_own_seed(ensemble_run: Path) -> None:
     seeds, weights = [], []
@@ -47,6 +50,7 @@ def test_each_model_is_a_run_of_its_own_with_its_own_seed(ensemble_run: Path) ->
     assert seeds == [7, 8]
     assert not any(torch.equal(weights[0][name], weights[1][name]) for name in weights[0] if weights[0][name].dim() == 2)  # other inits
 
+@pytest.mark.slow
 
 def test_the_ensemble_checkpoints_hold_every_model_and_decode_together(ensemble_run: Path) -> None:
     metrics = json.loads((ensemble_run / "metrics.json").read_text())
@@ -65,6 +69,7 @@ def test_the_ensemble_checkpoints_hold_every_model_and_decode_together(ensemble_
     report = evaluate_checkpoint(EvalConfig(ckpt=str(ensemble_run / "checkpoints" / "best.pt"), split="valid", decode=cfg.train.decode))
     assert report["bleu"] == pytest.approx(metrics["valid"]["bleu"])  # metrics.json scores the ensemble, not one model
 
+@pytest.mark.slow
 
 def test_evaluate_and_align_pick_up_the_ensemble_as_the_newest_run(ensemble_run: Path) -> None:
     evaluated = cli("nmt.evaluate", [f"runs_dir={ensemble_run}", "decode.beam_size=2"])
@@ -73,6 +78,47 @@ def test_evaluate_and_align_pick_up_the_ensemble_as_the_newest_run(ensemble_run:
     aligned = cli("nmt.align", [f"ckpt={ensemble_run / 'checkpoints' / 'best.pt'}", "split=valid", "align.heatmaps=0"])
     assert aligned.returncode == 0, aligned.stderr[-2000:]
 
+
+def _matrices(folder: Path) -> list[list[list[float]]]:
+    return [json.loads(line)["matrix"] for line in (folder / "matrices.jsonl").read_text().splitlines()]
+
+@pytest.mark.slow
+
+def test_aligning_an_ensemble_reads_one_models_attention_or_the_mean_and_says_which(ensemble_run: Path, tmp_path: Path) -> None:
+    best = ensemble_run / "checkpoints" / "best.pt"
+    exported = {}
+    for member, says in (("0", "model 0 of an ensemble of 2"), ("1", "model 1 of an ensemble of 2"),
+                         ("mean", "the mean of the 2 models of an ensemble")):
+        out = tmp_path / member
+        proc = cli("nmt.align", [f"ckpt={best}", "split=valid", f"align.member={member}", f"align.out={out}", "align.heatmaps=1"])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert json.loads((out / "scores.json").read_text())["attention"] == says
+        assert f"({says} attention)" in proc.stdout and f"{says} attention" in (out / "report.html").read_text()
+        exported[member] = torch.tensor(_matrices(out)[0])
+    torch.testing.assert_close(exported["mean"], (exported["0"] + exported["1"]) / 2, rtol=0, atol=1e-4)  # (written rounded)
+    assert not torch.allclose(exported["0"], exported["1"])  # two models, two attentions
+    default = cli("nmt.align", [f"ckpt={best}", "split=valid", f"align.out={tmp_path / 'default'}", "align.heatmaps=0"])
+    assert json.loads((tmp_path / "default" / "scores.json").read_text())["attention"] == "model 0 of an ensemble of 2", default.stderr
+    assert_user_error(cli("nmt.align", [f"ckpt={best}", "split=valid", "align.member=2"]),
+                      f"align.member=2: {best} holds an ensemble of 2 models (0 to 1)")
+    assert_user_error(cli("nmt.align", [f"ckpt={best}", "split=valid", "align.member=first"]),
+                      "align.member=first: expected a model's number (0, 1, ...) or mean")
+
+@pytest.mark.slow
+
+def test_an_ensemble_run_logs_the_heatmaps_of_its_mean_attention(ensemble_run: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(ensemble_run / "tensorboard"), size_guidance={"images": 0})
+    events.Reload()
+    assert {f"attention/{k}" for k in range(4)} <= set(events.Tags()["images"])
+    assert [e.step for e in events.Images("attention/0")] == [12]
+    for k in range(2):  # and each model its own, in its folder
+        own = EventAccumulator(str(ensemble_run / f"model{k}" / "tensorboard"), size_guidance={"images": 0})
+        own.Reload()
+        assert "attention/0" in own.Tags()["images"]
+
+@pytest.mark.slow
 
 def test_the_ensembles_forced_attention_is_the_mean_of_its_models(ensemble_run: Path) -> None:
     model, *_ = load_model(ensemble_run / "checkpoints" / "best.pt")
@@ -92,6 +138,7 @@ def _snapshot(run_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))
             if p.is_file() and p.name != ".lock" and p != run_dir / "train.log"}
 
+@pytest.mark.slow
 
 def test_a_resume_that_cannot_continue_a_model_is_refused_before_any_model_starts(ensemble_run: Path) -> None:
     before = _snapshot(ensemble_run)
@@ -103,6 +150,7 @@ def test_a_resume_that_cannot_continue_a_model_is_refused_before_any_model_start
     assert _snapshot(ensemble_run) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [1, 3])
 def test_an_ensemble_run_resumed_with_another_number_of_models_is_refused(ensemble_run: Path, size: int) -> None:
     before = _snapshot(ensemble_run)
@@ -113,6 +161,7 @@ def test_an_ensemble_run_resumed_with_another_number_of_models_is_refused(ensemb
     assert_user_error(cli("nmt.train", overrides[:-1]), f"error: {ensemble_run} already holds an ensemble run of 2 models")
     assert _snapshot(ensemble_run) == before
 
+@pytest.mark.slow
 
 def test_an_ensemble_checkpoint_holds_one_model_config(ensemble_run: Path, tmp_path: Path) -> None:
     first = ensemble_run / "model0" / "checkpoints" / "best.pt"
@@ -132,11 +181,12 @@ def test_member_configs_share_out_the_cores_and_resume_their_own_runs(tmp_path: 
     assert all(m.train.ensemble_size == 1 and not m.train.test_at_end and not m.train.progress for m in members)
     assert member_config(compose_config(["train.ensemble_size=8", "train.threads=0"]), 7).train.threads == 1
 
+@pytest.mark.slow
 
 def test_a_failing_model_fails_the_run_with_its_reason(workdir: Path) -> None:
     cfg = compose_config(toy_overrides(workdir, task="copy", n_train=100) + [f"train.init_from={workdir / 'gone.pt'}"])
     with pytest.raises(UserError, match=r"model 0 of the ensemble failed: .*gone.pt: checkpoint not found \(its log: .*model0/train.log\)"):
-        _run_members([cfg], workdir / "run")
+        run_members([cfg], workdir / "run")
 
 
 def test_an_ensemble_resumes_from_a_run_directory_and_not_under_torchrun(workdir: Path) -> None:
@@ -187,6 +237,7 @@ def test_killing_the_ensemble_with_sigkill_stops_its_models(workdir: Path) -> No
     assert not any(_alive(pid) for pid in models), "a model kept training after the ensemble's process was killed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("last_bleu", "held"), [(2.0, "last.pt"), (1.0, "best.pt")])
 def test_best_pt_is_the_candidate_that_validates_better(ensemble_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         last_bleu: float, held: str) -> None:
@@ -199,7 +250,7 @@ def test_best_pt_is_the_candidate_that_validates_better(ensemble_run: Path, tmp_
         (ckpt.parent / f"{ckpt.stem}.val.json").write_text("{}\n")
         return {"bleu": last_bleu if ckpt.name == "last.pt" else 1.0, "chrf": 0.0, "exact_match": 0.0}  # a tie keeps best.pt
 
-    monkeypatch.setattr("nmt.ensemble_training.scores_of", scores)
+    monkeypatch.setattr("nmt.training.side_by_side.scores_of", scores)
     chosen, candidates = write_ensemble(compose_config(["train.ensemble_size=2"]), run_dir)
     assert chosen == held and candidates["last.pt"]["bleu"] == last_bleu
     best = load_checkpoint(run_dir / "checkpoints" / "best.pt")

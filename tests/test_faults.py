@@ -18,10 +18,10 @@ import pytest
 import torch
 from support import ROOT, assert_user_error, cli, compose_config, toy_overrides
 
-from nmt.checkpoint import load_checkpoint, save_checkpoint
-from nmt.ensemble_training import _run_members, exit_status
-from nmt.errors import UserError
-from nmt.files import atomic_write_text, temporary_dir
+from nmt.model.checkpoint import load_checkpoint, save_checkpoint
+from nmt.system.errors import UserError
+from nmt.system.files import atomic_write_text, temporary_dir
+from nmt.training.processes import exit_status, run_members
 
 RUN = ["train.max_steps=4", "train.valid_every=2", "train.test_at_end=false", "log.attention_examples=1"]
 
@@ -54,17 +54,21 @@ def copy_of(run_dir: Path, tmp_path: Path) -> Path:
 # --- a resume continues exactly what is there, or refuses ------------------------------------
 
 
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["train.resume=auto", "train.ensemble_size=2"],
      "train.ensemble_size=2 cannot continue {run}: it holds one model's run; resume it with train.ensemble_size=1"),
     (["train.resume=auto", "model.decoder.hidden_size=48"],
      "{run}/checkpoints/last.pt: checkpoint comes from an incompatible config (model.decoder.hidden_size: checkpoint 64, now 48)"),
-    (["train.resume=auto", "data.toy.n_symbols=7"],
-     "{run}/checkpoints/last.pt: checkpoint comes from an incompatible config (data.toy.n_symbols: checkpoint 20, now 7)"),
-    (["train.resume=auto", "seed=5"],
-     "{run}/checkpoints/last.pt: checkpoint comes from an incompatible config (seed: checkpoint 42, now 5)"),
+    pytest.param(["train.resume=auto", "data.toy.n_symbols=7"],
+                 "{run}/checkpoints/last.pt: checkpoint comes from an incompatible config (data.toy.n_symbols: checkpoint 20, now 7)",
+                 marks=SLOW),
+    pytest.param(["train.resume=auto", "seed=5"],
+                 "{run}/checkpoints/last.pt: checkpoint comes from an incompatible config (seed: checkpoint 42, now 5)", marks=SLOW),
     ([], "{run} already holds one model's run ({run}/checkpoints/best.pt); continue it with train.resume=auto, or choose another"),
-    (["train.init_from={run}/checkpoints/best.pt"], "{run} already holds one model's run"),
+    pytest.param(["train.init_from={run}/checkpoints/best.pt"], "{run} already holds one model's run", marks=SLOW),
 ])
 def test_a_run_that_cannot_be_continued_is_refused_and_left_as_it_was(one_model_run: Path, tmp_path: Path, extra: list[str],
                                                                        message: str) -> None:
@@ -92,6 +96,7 @@ def _mount_tmpfs_works() -> bool:
     return probe is not None and probe.returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _mount_tmpfs_works(), reason="no user and mount namespaces here to mount a small tmpfs in")
 @pytest.mark.parametrize(("room_kib", "full_at"), [(64, ""), (3000, "checkpoints/")])
 def test_training_onto_a_full_disk_is_one_line_naming_the_file_and_the_free_space(workdir: Path, room_kib: int, full_at: str) -> None:
@@ -118,7 +123,7 @@ def test_training_onto_a_full_disk_is_one_line_naming_the_file_and_the_free_spac
 def test_a_checkpoint_that_does_not_fit_on_the_disk_is_one_error_and_the_old_one_stays(tmp_path: Path,
                                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """torch wraps the OSError of a failed write in a RuntimeError ("unexpected pos"); simulated here."""
-    from nmt.checkpoint import Checkpoint
+    from nmt.model.checkpoint import Checkpoint
 
     path = tmp_path / "checkpoints" / "last.pt"
     spm = torch.zeros(1, dtype=torch.uint8)
@@ -237,6 +242,7 @@ def test_written_files_get_the_mode_a_plain_open_gives_under_the_umask(tmp_path:
     assert mode(existing) == 0o604  # as open() keeps an existing file's mode
     assert mode(folder) == 0o750
 
+@pytest.mark.slow
 
 def test_a_training_under_a_group_umask_writes_files_the_group_can_read(workdir: Path) -> None:
     run = workdir / "run"
@@ -288,9 +294,10 @@ def test_a_file_that_is_no_checkpoint_is_one_short_line(one_model_run: Path, tmp
 def _die_by_sigkill() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
+@pytest.mark.slow
 
 def test_a_killed_model_of_an_ensemble_is_named_by_its_signal(workdir: Path) -> None:
     cfg = compose_config(toy_overrides(workdir, task="copy", n_train=100))
     with pytest.raises(UserError, match=r"^model 0 of the ensemble failed: killed by signal 9 \(SIGKILL\) \(its log: "):
-        _run_members([cfg], workdir / "run", set_up=_die_by_sigkill)
+        run_members([cfg], workdir / "run", set_up=_die_by_sigkill)
     assert exit_status(-15) == "killed by signal 15 (SIGTERM)" and exit_status(3) == "exit code 3"

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import MULTI30K, ROOT, TINY_MODEL
 
-from nmt.config import Config, Range
+from nmt.config.schema import Config, Range
 
 EXAMPLES = int(os.environ.get("NMT_FUZZ_EXAMPLES", "4"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 10, database=None,

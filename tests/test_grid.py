@@ -12,7 +12,7 @@ import pytest
 from support import MULTI30K, ROOT, TINY_MODEL, compose_config, toy_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt.trainer import train
+from nmt.training.session import train
 
 SCORES = ["dot", "general", "additive", "location", "scaled_dot"]
 MODES = ["soft", "hard_gumbel", "hard_reinforce", "local_m", "local_p"]
@@ -84,7 +84,7 @@ def test_the_grid_trains_a_few_steps_on_a_multi30k_slice(tmp_path: Path) -> None
         sys.executable, "-m", "nmt.train", "-m", "data=custom", f"data.dir={corpus}", "data.src_lang=de",
         "data.tgt_lang=en", "data.vocab_size=300", f"data.cache_dir={tmp_path / 'prepared'}", *TINY_MODEL,
         f"model.attention.score={','.join(SCORES)}", f"model/attention={','.join(MODES)}", "train.max_steps=2",
-        "train.valid_every=2", "train.progress=false", "train.threads=1", "train.ensemble_size=1", "train.decode.max_len_extra=2",
+        "train.valid_every=2", "train.progress=false", "train.threads=1", "train.decode.max_len_extra=2",
         "train.decode.max_len_ratio=1.0",
         f"hydra.sweep.dir={sweep}",
     ], cwd=ROOT, capture_output=True, text=True, timeout=900)

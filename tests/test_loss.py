@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.loss import smoothed_cross_entropy
+from nmt.training.loss import smoothed_cross_entropy
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])

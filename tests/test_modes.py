@@ -9,7 +9,7 @@ import torch
 
 from nmt.attention.memory import AttentionMemory
 from nmt.attention.modes import GumbelHardNormaliser, LocalNormaliser, ReinforceHardNormaliser
-from nmt.config import AttentionConfig, HardEstimator, LocalVariant, Mode, Score
+from nmt.config.schema import AttentionConfig, HardEstimator, LocalVariant, Mode, Score
 from nmt.model.build import build_attention
 
 MASK = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] * 2 + [0] * 7], dtype=torch.bool)

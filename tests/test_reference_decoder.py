@@ -1,4 +1,4 @@
-"""The optimised decoder against the plain, step-by-step reference of SPEC equations 1-5
+"""The optimised decoder against the plain, step-by-step reference of equations 1-5 of Bahdanau et al. (2015)
 (`tests/reference_model.py`): same weights, same random draws -> the same loss and gradients, for
 every score and mode, both decoder orders and both cells."""
 
@@ -8,11 +8,11 @@ import pytest
 import torch
 from reference_model import reference_loss
 
-from nmt.config import AttendFrom, CellType, HardEstimator, LocalVariant, Mode, ModelConfig, Score
+from nmt.config.schema import AttendFrom, CellType, HardEstimator, LocalVariant, Mode, ModelConfig, Score
 from nmt.data.tokenizer import BOS, EOS, PAD
 from nmt.model.build import build_model
 from nmt.model.seq2seq import Seq2Seq
-from nmt.step import batch_loss
+from nmt.training.step import batch_loss
 
 MODES = [
     (Mode.soft, {}),

@@ -14,8 +14,8 @@ import torch
 from support import ROOT, compose_config, toy_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt.checkpoint import load_checkpoint
-from nmt.trainer import train
+from nmt.model.checkpoint import load_checkpoint
+from nmt.training.session import train
 
 STEPS = 60
 RUN = ["train.max_steps=60", "train.valid_every=10", "train.log_every=1", "train.test_at_end=false",
@@ -67,6 +67,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(workdir: Path) -> None
     for name, tensor in best_whole.model.items():
         torch.testing.assert_close(best_cut.model[name], tensor, rtol=1e-5, atol=1e-6)
 
+@pytest.mark.slow
 
 def test_resume_auto_without_a_checkpoint_starts_afresh_and_a_missing_path_is_an_error(workdir: Path) -> None:
     cfg = compose_config(toy_overrides(workdir, task="copy", n_train=200) + ["train.max_steps=2", "train.valid_every=2",

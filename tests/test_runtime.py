@@ -6,9 +6,9 @@ import pytest
 import torch
 from test_reference_decoder import _Batch, toy_batch
 
-from nmt.config import ModelConfig
-from nmt.runtime import autocast_dtype, resolve_device
-from nmt.step import train_step
+from nmt.config.schema import ModelConfig
+from nmt.system.runtime import autocast_dtype, resolve_device
+from nmt.training.step import train_step
 
 
 def test_auto_device_is_cuda_when_present(monkeypatch: pytest.MonkeyPatch) -> None:

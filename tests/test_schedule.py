@@ -9,11 +9,11 @@ import pytest
 from support import compose_config, toy_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt.config import Schedule
-from nmt.config_checks import check_settings
-from nmt.errors import UserError
-from nmt.schedule import BudgetSchedule, budget_steps
-from nmt.trainer import train
+from nmt.config.checks import check_settings
+from nmt.config.schema import Schedule
+from nmt.system.errors import UserError
+from nmt.training.schedule import BudgetSchedule, budget_steps
+from nmt.training.session import train
 
 
 def test_linear_and_cosine_reach_min_lr_at_the_end_of_the_budget() -> None:

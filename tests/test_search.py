@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.checkpoint import load_model
 from nmt.data.batching import BatchSampler
 from nmt.data.corpus import load_split
 from nmt.data.prepare import encode_pairs
-from nmt.search import beam_search, greedy_search, length_penalty
+from nmt.decoding.search import beam_search, greedy_search, length_penalty
+from nmt.model.checkpoint import load_model
 
 
 def toy_batches(trained_toy: Path):  # noqa: ANN201

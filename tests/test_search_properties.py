@@ -2,7 +2,7 @@
 
 For a model small enough to enumerate every output (a handful of tokens, 4-5 steps), a table of
 next-token log-probabilities for every prefix is computed by teacher forcing, independently of
-`nmt.search`. From it the tests derive (a) the exhaustive optimum under the length penalty and (b) a
+`nmt.decoding.search`. From it the tests derive (a) the exhaustive optimum under the length penalty and (b) a
 plain beam search that applies only the K-best rule and runs every hypothesis to the length limit,
 recording every prefix the K-best rule pruned. Then, for drawn models and inputs:
 - with K >= the number of possible outputs, beam search returns the exhaustive optimum;
@@ -24,11 +24,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.attention.memory import AttentionMemory
-from nmt.config import AttendFrom, AttentionConfig, DecoderConfig, EncoderConfig, HardEstimator, LocalVariant, Mode, ModelConfig, Score
+from nmt.config.schema import (
+    AttendFrom,
+    AttentionConfig,
+    DecoderConfig,
+    EncoderConfig,
+    HardEstimator,
+    LocalVariant,
+    Mode,
+    ModelConfig,
+    Score,
+)
 from nmt.data.tokenizer import BOS, EOS, PAD
+from nmt.decoding.search import beam_search, greedy_search
 from nmt.model.build import build_model
 from nmt.model.seq2seq import Seq2Seq
-from nmt.search import beam_search, greedy_search
 
 TOL = 1e-9
 VARIANTS = [  # every mode with its sub-variants

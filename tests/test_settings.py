@@ -16,9 +16,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from support import CONFIGS
 
-from nmt.command_config import AlignConfig, EvalConfig, TranslateConfig, register_configs
-from nmt.config import Config, DecodeConfig
-from nmt.config_checks import check_settings
+from nmt.config.checks import check_settings
+from nmt.config.commands import AlignConfig, EvalConfig, TranslateConfig, register_configs
+from nmt.config.schema import Config, DecodeConfig
 
 COMMANDS = {"config": Config, "prepare": Config, "evaluate": EvalConfig, "align": AlignConfig, "translate": TranslateConfig}
 

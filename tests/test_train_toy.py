@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt.command_config import EvalConfig
-from nmt.evaluation import evaluate_checkpoint
+from nmt.config.commands import EvalConfig
+from nmt.decoding.scoring import evaluate_checkpoint
 
 
 def test_toy_reverse_reaches_95_percent_exact_match_within_two_minutes(trained_toy: Path) -> None:

@@ -15,21 +15,22 @@ import datasets
 import torch
 
 from nmt.alignment.aer import alignment_error_rate, monotonicity
-from nmt.alignment.aligner import aligner_links
+from nmt.alignment.eflomal import aligner_links
 from nmt.alignment.extract import forced_alignments, free_alignments
 from nmt.alignment.pharaoh import Link, read_pharaoh
 from nmt.alignment.report import write_export
 from nmt.alignment.symmetrize import symmetrize
 from nmt.alignment.words import SentenceAlignment, diagonal_links, word_links
-from nmt.checkpoint import checkpoint_path, load_model
-from nmt.command_config import AlignConfig, Reference
-from nmt.config import Config
+from nmt.config.commands import AlignConfig, Reference
+from nmt.config.schema import Config
 from nmt.data.corpus import gold_alignment_file, load_parallel_files, load_split, split_prefix
 from nmt.data.prepare import encode_pairs
-from nmt.decoding import fit_sources
-from nmt.errors import UserError
-from nmt.files import atomic_output, atomic_write_text
-from nmt.runtime import resolve_device
+from nmt.decoding.splits import fit_sources
+from nmt.model.checkpoint import checkpoint_path, load_model
+from nmt.model.ensemble import DecodingModel, Ensemble
+from nmt.system.errors import UserError
+from nmt.system.files import atomic_output, atomic_write_text
+from nmt.system.runtime import resolve_device
 
 GoldLinks = list[tuple[set[Link], set[Link]]]
 
@@ -57,7 +58,8 @@ def find_reference(cfg: AlignConfig, run_cfg: Config, split: str | None) -> Refe
     if found is not None:
         return ReferenceLinks("eflomal-gdfa", found, read_pharaoh(found))
     if kind == Reference.aligner:
-        raise UserError("align.reference=aligner: no aligner links for this split; run `make aligner` (python -m nmt.aligner) first")
+        raise UserError("align.reference=aligner: no aligner links for this split; "
+                        "run `make aligner` (python -m nmt.reference_aligner) first")
     return None
 
 
@@ -71,11 +73,28 @@ def scores_against(reference: ReferenceLinks, links: list[list[Link]], alignment
             "diagonal": {k: v for k, v in asdict(diagonal).items() if k != "sentences"}}
 
 
+def whose_attention(model: DecodingModel, member: str, path: Path) -> tuple[DecodingModel, str]:
+    """The model whose attention is read, and what it is in words: a single model's checkpoint is
+    its model; of an ensemble's, model `member` or (`mean`) the ensemble, whose attention is the
+    mean of its models' (no model computed its context from that mean)."""
+    if not isinstance(model, Ensemble):
+        if member not in ("0", "mean"):
+            raise UserError(f"align.member={member}: {path} holds one model, not an ensemble")
+        return model, "the model's own"
+    size = len(model.members)
+    if member == "mean":
+        return model, f"the mean of the {size} models of an ensemble"
+    if int(member) >= size:
+        raise UserError(f"align.member={member}: {path} holds an ensemble of {size} models (0 to {size - 1})")
+    return model.members[int(member)], f"model {member} of an ensemble of {size}"
+
+
 def reverse_direction(cfg: AlignConfig, sources: list[str], targets: list[str], device: torch.device) -> list[set[Link]]:
     """The links of `align.reverse_ckpt` (a target->source model), forced on (target, source),
     turned back into (source word, target word)."""
     assert cfg.align.reverse_ckpt is not None
-    model, _, src_tok, tgt_tok = load_model(cfg.align.reverse_ckpt, device)
+    loaded, _, src_tok, tgt_tok = load_model(cfg.align.reverse_ckpt, device)
+    model, _ = whose_attention(loaded, cfg.align.member, Path(cfg.align.reverse_ckpt))
     swapped = datasets.Dataset.from_dict({"src": targets, "tgt": sources})
     key = f"reverse-{Path(cfg.align.reverse_ckpt).stat().st_mtime_ns}-{len(sources)}"
     ds = fit_sources(encode_pairs(swapped, src_tok, tgt_tok, key), model, key, "reverse")
@@ -89,7 +108,8 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
     opts = cfg.align
     ckpt = checkpoint_path(cfg.ckpt, cfg.runs_dir)
     device = resolve_device(cfg.device)
-    model, run_cfg, src_tok, tgt_tok = load_model(ckpt, device)
+    loaded, run_cfg, src_tok, tgt_tok = load_model(ckpt, device)
+    model, attention = whose_attention(loaded, opts.member, ckpt)
     split = None if opts.src and opts.tgt else cfg.split
     raw = load_parallel_files(Path(opts.src), Path(opts.tgt)) if opts.src and opts.tgt else load_split(run_cfg.data, cfg.split)
     name = Path(split_prefix(run_cfg.data, cfg.split)).name if split is not None else Path(str(opts.src)).stem
@@ -106,7 +126,8 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
         directions[opts.symmetrize.value] = symmetrize([set(s) for s in directions["forward"]],
                                                        [set(s) for s in directions["reverse"]], opts.symmetrize.value)
     links = directions[opts.symmetrize.value if opts.reverse_ckpt else "forward"]
-    scores: dict[str, Any] = {"checkpoint": str(ckpt), "data": name, "sentences": len(alignments), "forced": opts.forced,
+    scores: dict[str, Any] = {"checkpoint": str(ckpt), "attention": attention, "data": name, "sentences": len(alignments),
+                              "forced": opts.forced,
                               "threshold": opts.threshold, "links": opts.symmetrize.value if opts.reverse_ckpt else "forward",
                               "kendall_tau": monotonicity(links)}
     reference = find_reference(cfg, run_cfg, split)
@@ -118,7 +139,8 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
                 for direction, found in directions.items()
             }
     out = Path(opts.out) if opts.out else ckpt.parent / f"align-{name}"
-    write_export(out, alignments, links, list(raw["src"]), targets, opts.heatmaps, scores, f"Alignments: {name} ({ckpt})")
+    title = f"Alignments: {name} ({ckpt}; {attention} attention)"
+    write_export(out, alignments, links, list(raw["src"]), targets, opts.heatmaps, scores, title)
     if opts.reverse_ckpt:
         for direction in ("forward", "reverse"):
             with atomic_output(out / f"alignments.{direction}.pharaoh") as f:

@@ -7,10 +7,10 @@ import datasets
 import torch
 
 from nmt.alignment.words import EOS_PIECE, SentenceAlignment
-from nmt.config import DecodeConfig
+from nmt.config.schema import DecodeConfig
 from nmt.data.batching import BatchSampler, RaggedIds
 from nmt.data.tokenizer import PAD, Tokenizer
-from nmt.decoding import translate_dataset
+from nmt.decoding.splits import translate_dataset
 from nmt.model.ensemble import DecodingModel
 
 

@@ -17,14 +17,14 @@ import datasets
 import numpy as np
 import torch
 
-from nmt.alignment.aligner import align_corpus
+from nmt.alignment.eflomal import align_corpus
 from nmt.alignment.pharaoh import Link, read_pharaoh
 from nmt.alignment.words import word_groups
-from nmt.config import Config, GuidedAlignmentConfig, GuideDecay
+from nmt.config.schema import Config, GuidedAlignmentConfig, GuideDecay
 from nmt.data.batching import RaggedIds
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import Tokenizer
-from nmt.errors import UserError
+from nmt.system.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,6 @@ def build_guidance(cfg: Config, data: PreparedData) -> Guidance:
 
 def guide_weight(opts: GuidedAlignmentConfig, step: int) -> float:
     """The loss weight at a step: constant, or falling linearly to 0 over `decay_steps`."""
-    if opts.decay == GuideDecay.linear:
+    if opts.decay == GuideDecay.linear and opts.weight:  # (decay_steps is checked only when the loss is on)
         return opts.weight * max(0.0, 1.0 - step / opts.decay_steps)
     return opts.weight

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt.errors import UserError
+from nmt.system.errors import UserError
 
 Link = tuple[int, int]
 _LINK = re.compile(r"^(\d+)([-p])(\d+)$")

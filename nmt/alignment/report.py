@@ -11,7 +11,7 @@ from typing import Any
 from nmt.alignment.heatmap import figure_png, heatmap_figure
 from nmt.alignment.pharaoh import Link, format_links
 from nmt.alignment.words import SentenceAlignment
-from nmt.files import atomic_output, atomic_write_bytes, atomic_write_text
+from nmt.system.files import atomic_output, atomic_write_bytes, atomic_write_text
 
 
 def _rounded(matrix: Any) -> list[list[float]]:

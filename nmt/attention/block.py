@@ -8,7 +8,6 @@ from torch import nn
 from nmt.attention.memory import AttentionMemory
 from nmt.attention.modes import Normaliser
 from nmt.attention.scores import AttentionScore
-from nmt.deferred import DeferredWeightGrads
 
 __all__ = ["Attention", "AttentionMemory"]
 
@@ -46,19 +45,16 @@ class Attention(nn.Module):
             memory.coverage = values.new_zeros(mask.shape)
         return memory
 
-    def forward(
-        self, query: torch.Tensor, memory: AttentionMemory, step: int, deferred: DeferredWeightGrads | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """query (B, d_s) at decoder step `step` -> context (B, d_h), weights (B, S). `deferred`: the
-        decoder's deferred weight gradients (nmt.deferred), for the query projection."""
-        scores = self.score(query, memory.keys, deferred)
+    def forward(self, query: torch.Tensor, memory: AttentionMemory, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """query s (B, d_s) at decoder step i = `step` -> context c_i (B, d_h), weights alpha_i. (B, S)."""
+        scores = self.score(query, memory.keys)  # e_ij = a(s, h_j)                    (5)
         if self.coverage is not None and memory.coverage is not None:
             scores = scores + self.coverage(memory.coverage)
-        weights = self.normaliser(scores, memory, query, step)
+        weights = self.normaliser(scores, memory, query, step)  # alpha_ij = normalise(e_i.)   (4)
         if memory.coverage is not None:
             memory.coverage_losses.append(torch.minimum(weights, memory.coverage).sum(1))
             memory.coverage = memory.coverage + weights
-        context = torch.bmm(weights.unsqueeze(1), memory.values).squeeze(1)
+        context = torch.bmm(weights.unsqueeze(1), memory.values).squeeze(1)  # c_i = sum_j alpha_ij h_j   (3)
         return context, weights
 
     def auxiliary_loss(self, memory: AttentionMemory, reward: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:

@@ -1,7 +1,7 @@
 """Normalisers (modes): scores e_i. (B, S) -> attention weights alpha_i. (B, S).
 
 Padding positions always get weight exactly 0. A normaliser never knows which score made e.
-- soft: alpha = softmax(e) (SPEC equation 4).
+- soft: alpha = softmax(e) (equation 4 of Bahdanau et al. 2015).
 - hard: one-hot alpha. Inference: the argmax. Training: straight-through Gumbel-softmax, or a
   sampled position trained by REINFORCE (the decoder records log-probabilities and entropies in
   the attention memory; `auxiliary_loss` turns them into the score-function loss).

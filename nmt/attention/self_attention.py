@@ -8,7 +8,7 @@ from torch import nn
 
 from nmt.attention.modes import masked_softmax
 from nmt.attention.scores import AttentionScore
-from nmt.dropout import Dropout
+from nmt.model.dropout import Dropout
 
 
 class SelfAttentionLayer(nn.Module):

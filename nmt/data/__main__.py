@@ -5,10 +5,10 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from nmt import cli
-from nmt.config import Config
+from nmt.config.schema import Config
 from nmt.data.corpus import SPLITS
 from nmt.data.prepare import prepare
+from nmt.system import cli
 
 
 @hydra.main(config_path="../../configs", config_name="prepare", version_base="1.3")

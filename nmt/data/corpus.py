@@ -22,9 +22,9 @@ from pathlib import Path
 
 import datasets
 
-from nmt.config import CorpusSource, DataConfig
-from nmt.errors import UserError
-from nmt.files import atomic_output
+from nmt.config.schema import CorpusSource, DataConfig
+from nmt.system.errors import UserError
+from nmt.system.files import atomic_output
 
 log = logging.getLogger(__name__)
 

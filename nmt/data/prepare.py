@@ -1,8 +1,9 @@
 """The data pipeline: raw pairs -> sentencepiece -> encoded, filtered splits, cached on disk.
 
 The cache folder `{data.cache_dir}/{data.name}-{key}` is keyed by the data config and the corpus
-files' size and modification time, so a second run reuses the subword model and the encoded
-splits, and any change (a new vocabulary size, an edited file) prepares anew.
+files' contents (their SHA-1 digests), so a second run reuses the subword model and the encoded
+splits, a corpus copied or moved elsewhere too, and any change (a new vocabulary size, an edited
+file) prepares anew.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from pathlib import Path
 import datasets
 import pyarrow.compute as pc
 
-from nmt.config import CorpusSource, DataConfig
+from nmt.config.schema import CorpusSource, DataConfig
 from nmt.data.corpus import describe_split, load_split, split_files
 from nmt.data.tokenizer import EOS, Tokenizer, side_lines, train_sentencepiece
-from nmt.errors import UserError
-from nmt.files import atomic_write_bytes, atomic_write_text, content_digest, file_lock, remove_orphans, temporary_dir
+from nmt.system.errors import UserError
+from nmt.system.files import atomic_write_bytes, atomic_write_text, content_digest, file_lock, remove_orphans, temporary_dir
 
 log = logging.getLogger(__name__)
 

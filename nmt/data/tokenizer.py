@@ -13,7 +13,7 @@ import sentencepiece as spm
 from google.protobuf.message import DecodeError
 from sentencepiece import sentencepiece_model_pb2
 
-from nmt.config import DataConfig
+from nmt.config.schema import DataConfig
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 

@@ -14,8 +14,8 @@ import random
 from dataclasses import asdict
 from pathlib import Path
 
-from nmt.config import DataConfig, ToyConfig, ToyTask
-from nmt.files import atomic_write_text, file_lock
+from nmt.config.schema import DataConfig, ToyConfig, ToyTask
+from nmt.system.files import atomic_write_text, file_lock
 
 TOY_SPLITS = {"train": "n_train", "valid": "n_valid", "test": "n_test"}
 

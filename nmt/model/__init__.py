@@ -1,1 +1,1 @@
-"""The RNN encoder-decoder: encoder, decoder (SPEC equations 1-5), the model and its builder."""
+"""The RNN encoder-decoder: encoder, decoder (equations 1-5 of Bahdanau et al. 2015), the model and its builder."""

@@ -24,8 +24,8 @@ from nmt.attention.scores import (
     ScaledDotScore,
 )
 from nmt.attention.self_attention import SelfAttentionLayer
-from nmt.config import AttendFrom, AttentionConfig, HardEstimator, LocalVariant, Mode, ModelConfig, Score
-from nmt.config_checks import check_model
+from nmt.config.checks import check_model
+from nmt.config.schema import AttendFrom, AttentionConfig, HardEstimator, LocalVariant, Mode, ModelConfig, Score
 from nmt.data.tokenizer import PAD
 from nmt.model.decoder import Decoder
 from nmt.model.encoder import Encoder

@@ -10,8 +10,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.deferred import DeferredWeightGrads
-
 State = tuple[torch.Tensor, ...]
 
 
@@ -25,11 +23,10 @@ class GRUStep(nn.Module):
         super().__init__()
         self.hidden = nn.Linear(hidden_size, 3 * hidden_size)
 
-    def forward(self, gates_in: torch.Tensor, state: State, deferred: DeferredWeightGrads | None = None) -> State:
-        """gates_in (B, 3H) input pre-activations, state (s (B, H),) -> new state. `deferred`: form
-        the recurrent weight's gradient once per batch (nmt.deferred)."""
+    def forward(self, gates_in: torch.Tensor, state: State) -> State:
+        """gates_in (B, 3H) input pre-activations, state (s (B, H),) -> new state."""
         (s,) = state
-        gh = deferred.linear(self.hidden, s) if deferred is not None else self.hidden(s)
+        gh = self.hidden(s)
         i_r, i_z, i_n = gates_in.chunk(3, dim=1)
         h_r, h_z, h_n = gh.chunk(3, dim=1)
         r = torch.sigmoid(i_r + h_r)
@@ -48,10 +45,10 @@ class LSTMStep(nn.Module):
         super().__init__()
         self.hidden = nn.Linear(hidden_size, 4 * hidden_size)
 
-    def forward(self, gates_in: torch.Tensor, state: State, deferred: DeferredWeightGrads | None = None) -> State:
+    def forward(self, gates_in: torch.Tensor, state: State) -> State:
         """gates_in (B, 4H), state (s (B, H), cell (B, H)) -> new state."""
         s, cell = state
-        gh = deferred.linear(self.hidden, s) if deferred is not None else self.hidden(s)
+        gh = self.hidden(s)
         i, f, g, o = (gates_in + gh).chunk(4, dim=1)
         cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
         return (torch.sigmoid(o) * torch.tanh(cell), cell)

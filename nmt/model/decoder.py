@@ -1,4 +1,5 @@
-"""The attention decoder, SPEC equations 1-5, in Bahdanau order by default.
+"""The attention decoder: equations 1-5 of Bahdanau, Cho and Bengio (2015), "Neural Machine
+Translation by Jointly Learning to Align and Translate", in their order by default.
 
 At step i (attend_from=previous):
   e_ij = a(s_{i-1}, h_j)                 (5)   score from the PREVIOUS state
@@ -15,19 +16,21 @@ sentence), and the output layer g with the vocabulary projection over all steps 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
 
 from nmt.attention.block import Attention, AttentionMemory
-from nmt.deferred import DeferredWeightGrads
-from nmt.dropout import Dropout
 from nmt.model.cells import CELLS, State
+from nmt.model.deferred_grads import deferred_weight_grads
+from nmt.model.dropout import Dropout
 
 
 class Decoder(nn.Module):
     """RNN decoder with attention; returns logits and the alignment (attention) matrices."""
 
-    defer_weight_grads = True  # nmt.deferred in training (False: autograd's per-step weight gradients; for ablations)
+    defer_weight_grads = True  # nmt.model.deferred_grads in training (False: autograd's per-step weight gradients; for ablations)
 
     def __init__(
         self,
@@ -66,22 +69,18 @@ class Decoder(nn.Module):
         return tuple(torch.tanh(self.bridge(encoder_final)).chunk(self.cell.state_parts, dim=1))
 
     def advance(
-        self, gates_in: torch.Tensor, state: State, context: torch.Tensor, memory: AttentionMemory, step: int,
-        deferred: DeferredWeightGrads | None = None,
+        self, gates_in: torch.Tensor, state: State, context: torch.Tensor, memory: AttentionMemory, step: int
     ) -> tuple[State, torch.Tensor, torch.Tensor]:
-        """One step of equations 2-5. gates_in (B, G) = embed_gates(E y_{i-1}); state s_{i-1};
-        context c_{i-1} (B, C) (used by attend_from=current only) -> (s_i, c_i (B, C), alpha_i (B, S)).
-        `deferred`: the per-step layers' weight gradients are formed once per batch (nmt.deferred)."""
+        """One step of equations 2-5. gates_in (B, G) = W_e E y_{i-1} + b (the input side of the
+        cell, hoisted); state s_{i-1}; context c_{i-1} (B, C) (read by attend_from=current only)
+        -> (s_i, c_i (B, C), alpha_i. (B, S))."""
         if self.attend_previous:
-            context, alpha = self.attention(state[0], memory, step, deferred)
-            state = self.cell(gates_in + self._context_gates(context, deferred), state, deferred)
-        else:
-            state = self.cell(gates_in + self._context_gates(context, deferred), state, deferred)
-            context, alpha = self.attention(state[0], memory, step, deferred)
+            context, alpha = self.attention(state[0], memory, step)  # c_i from e_ij = a(s_{i-1}, h_j)   (3-5)
+            state = self.cell(gates_in + self.context_gates(context), state)  # s_i = f(s_{i-1}, y_{i-1}, c_i)   (2)
+        else:  # Luong: the cell reads the previous context, then s_i attends
+            state = self.cell(gates_in + self.context_gates(context), state)  # s_i = f(s_{i-1}, y_{i-1}, c_{i-1})
+            context, alpha = self.attention(state[0], memory, step)  # c_i from e_ij = a(s_i, h_j)
         return state, context, alpha
-
-    def _context_gates(self, context: torch.Tensor, deferred: DeferredWeightGrads | None) -> torch.Tensor:
-        return deferred.linear(self.context_gates, context) if deferred is not None else self.context_gates(context)
 
     def step_layers(self) -> list[nn.Linear]:
         """The linear layers every decoder step runs (their weight gradients can be deferred)."""
@@ -102,23 +101,23 @@ class Decoder(nn.Module):
     def forward(self, tgt_in: torch.Tensor, memory: AttentionMemory, state: State) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher forcing. tgt_in (B, T) = BOS y_1 .. -> output features t (B, T, O), alphas (B, T, S).
         The vocabulary projection is left to the caller, who may apply it to real tokens only.
-        When gradients are wanted, the weight gradients of the per-step layers are formed once per
-        batch after the step loop's backward, not once per step (nmt.deferred)."""
+        When gradients are wanted, the per-step layers run inside `deferred_weight_grads`: their
+        weight gradients are formed once per batch, not once per step (nmt.model.deferred_grads)."""
         emb = self.embedding_dropout(self.embedding(tgt_in))  # (B, T, E)
         # (T, B, G), hoisted. unbind (not gates[i]) so backward stacks the step gradients
         # instead of adding a full-size zero-padded gradient per step.
         gates = self.embed_gates(emb).transpose(0, 1).unbind(0)
-        wanted = self.defer_weight_grads and torch.is_grad_enabled() and state[0].requires_grad
-        deferred = DeferredWeightGrads(self.step_layers()) if wanted else None
-        if deferred is not None:
-            state = (deferred.anchor(state[0]), *state[1:])
         context = emb.new_zeros(tgt_in.size(0), self.context_size)
         states, contexts, alphas = [], [], []
-        for i, gates_i in enumerate(gates):
-            state, context, alpha = self.advance(gates_i, state, context, memory, i, deferred)
-            states.append(state[0])
-            contexts.append(context)
-            alphas.append(alpha)
+        deferred = self.defer_weight_grads and torch.is_grad_enabled() and state[0].requires_grad
+        with deferred_weight_grads(self.step_layers()) if deferred else contextlib.nullcontext() as anchor:
+            if anchor is not None:
+                state = (anchor(state[0]), *state[1:])
+            for i, gates_i in enumerate(gates):
+                state, context, alpha = self.advance(gates_i, state, context, memory, i)
+                states.append(state[0])
+                contexts.append(context)
+                alphas.append(alpha)
         features = self.output_features(torch.stack(states, 1), emb, torch.stack(contexts, 1))
         return features, torch.stack(alphas, 1)
 

@@ -7,7 +7,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.attention.self_attention import SelfAttentionLayer
-from nmt.dropout import Dropout
+from nmt.model.dropout import Dropout
 
 RNN_CLASSES: dict[str, type[nn.GRU] | type[nn.LSTM]] = {"gru": nn.GRU, "lstm": nn.LSTM}
 

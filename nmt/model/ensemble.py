@@ -1,7 +1,9 @@
 """Ensemble decoding: several models (same subword vocabularies) translate as one. At every step the
 ensemble's distribution is the mean of the members' probabilities, p(y) = 1/M sum_m p_m(y), and
 its attention row the mean of theirs, so its hypotheses come with an alignment like a single
-model's. An ensemble of a model with itself decodes exactly as the model alone.
+model's (`nmt.align` reads one model's attention by default: align.member). An ensemble of a model
+with itself gives the model's own outputs; its scores may differ from the model's in the last bits
+(the mean of M equal probabilities, rounded).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class EnsembleMemory:
 
 
 class Ensemble(nn.Module):
-    """Models decoding together (`nmt.search.Decodable`). The state the search carries is the
+    """Models decoding together (`nmt.decoding.search.Decodable`). The state the search carries is the
     members' states one after another, the context their contexts side by side."""
 
     def __init__(self, models: list[Seq2Seq]) -> None:

@@ -9,9 +9,9 @@ from torch import nn
 
 from nmt.attention.memory import AttentionMemory
 from nmt.data.tokenizer import PAD
-from nmt.dropout import Dropout
 from nmt.model.cells import State
 from nmt.model.decoder import Decoder
+from nmt.model.dropout import Dropout
 from nmt.model.encoder import Encoder
 
 

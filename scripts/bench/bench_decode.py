@@ -1,0 +1,64 @@
+#!/usr/bin/env python
+"""Decoding speed: sentences/s of greedy and beam-5 search on a split (default: the 1,000
+test_2016_flickr sentences), median of several runs, for a checkpoint (default: the newest run's
+best.pt). Prints one JSON line.
+
+    python scripts/bench/bench_decode.py [--ckpt PATH] [--runs 3] [--beam 5] [--threads 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from nmt.config.schema import DecodeConfig
+from nmt.data.corpus import load_split
+from nmt.data.prepare import encode_pairs
+from nmt.decoding.splits import translate_dataset
+from nmt.model.checkpoint import load_model, newest_checkpoint
+from nmt.system.runtime import configure_allocator, machine_description, set_threads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ckpt", help="checkpoint (default: best.pt of the newest run under outputs/)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--alpha", type=float, default=0.6)
+    parser.add_argument("--batch-tokens", type=int, default=6000)
+    parser.add_argument("--batch-sentences", type=int, default=0, help="at most this many sentences per batch (0: no cap)")
+    parser.add_argument("--max-len-ratio", type=float, default=1.5)
+    parser.add_argument("--max-len-extra", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    args = parser.parse_args()
+    configure_allocator()
+    set_threads(args.threads)
+    ckpt = args.ckpt or str(newest_checkpoint("outputs"))
+    model, cfg, src_tok, tgt_tok = load_model(ckpt)
+    raw = load_split(cfg.data, args.split)
+    ds = encode_pairs(raw, src_tok, tgt_tok, f"bench-{args.split}-{len(raw)}")
+    result: dict[str, object] = {
+        "checkpoint": ckpt, "sentences": len(ds), "runs": args.runs, "threads": torch.get_num_threads(),
+        "machine": machine_description(),
+    }
+    for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
+        times = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            opts = DecodeConfig(beam_size=beam, alpha=args.alpha, max_len_ratio=args.max_len_ratio, max_len_extra=args.max_len_extra,
+                                batch_tokens=args.batch_tokens)
+            _, hyps = translate_dataset(model, ds, tgt_tok, opts, torch.device("cpu"), args.batch_sentences)
+            times.append(time.perf_counter() - start)
+        result[f"{name}_sentences_per_s"] = round(len(ds) / statistics.median(times), 1)
+        result[f"{name}_seconds"] = [round(t, 2) for t in times]
+        result[f"{name}_mean_output_tokens"] = round(sum(len(h.ids) for h in hyps) / len(hyps), 1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
