@@ -5,7 +5,11 @@ on the model's own translation (`align.forced=false`), and writes into `align.ou
 matrices.jsonl, matrices_word.jsonl, alignments.pharaoh, heatmaps/NNNN.png, report.html, and with
 gold alignments (Pharaoh, `i-j` sure, `ipj` possible), or else the statistical aligner's links
 (`make aligner`), precision, recall and AER in scores.json, beside the diagonal baseline's.
-`align.reverse_ckpt=PATH` adds a target->source model's links, symmetrised (`align.symmetrize`).
+`align.reverse_ckpt=PATH` adds a target->source model's links, symmetrised (`align.symmetrize`), each
+direction scored beside every symmetrisation. `align.adapt.steps=N` (or `.minutes=M`) first adapts
+the model(s) to the pairs being aligned (`nmt.alignment.adapt`): the way to align a corpus from
+another domain. `align.merge`, `align.shift`, `align.threshold`, `align.cover_source` choose how
+links are read from the attention.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ def main(cfg: DictConfig) -> None:
         diagonal = scores["diagonal"]
         print(f"{scores['data']}: precision {scores['precision']:.4f}  recall {scores['recall']:.4f}  AER {scores['aer']:.4f}"
               f"  ({against}: {scores['reference_file']}); diagonal baseline AER {diagonal['aer']:.4f}")
+        if len(scores["methods"]) > 1 or "eflomal" in scores:
+            rows = {**scores["methods"], **({"eflomal (gdfa)": scores["eflomal"]} if "eflomal" in scores else {})}
+            print("  " + "   ".join(f"{name} {found['aer']:.4f}" for name, found in rows.items()) + f"   (AER; best: {scores['best']})")
     print(f"wrote {scores['sentences']} alignments ({scores['attention']} attention) to {scores['out']}/")
 
 

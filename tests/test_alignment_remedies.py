@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from nmt.alignment.aer import alignment_error_rate
 from nmt.alignment.eflomal import aligner_links
-from nmt.alignment.guidance import guided_alignment_loss, piece_targets
+from nmt.alignment.guidance import piece_targets
 from nmt.alignment.pharaoh import read_pharaoh
 from nmt.alignment.symmetrize import grow_diag_final_and, intersection, union
 from nmt.alignment.words import diagonal_links
@@ -24,6 +24,7 @@ from nmt.data.corpus import gold_alignment_file
 from nmt.data.toy import ensure_toy_corpus
 from nmt.model.checkpoint import load_model
 from nmt.system.errors import UserError
+from nmt.training.loss import guided_alignment_loss
 from nmt.training.session import train
 
 # --- symmetrisation ----------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def test_guided_in_both_directions_the_links_and_their_symmetrisation_are_the_go
     for method in ("intersection", "gdfa"):
         scores = symmetrised_scores(tmp_path / "run" / "checkpoints" / "best.pt", tmp_path / method, method)
         assert scores["links"] == method and scores["reference"] == "gold"
-        assert scores["directions"]["forward"]["aer"] == scores["directions"]["reverse"]["aer"] == scores["aer"] == 0.0
+        assert scores["methods"]["forward"]["aer"] == scores["methods"]["reverse"]["aer"] == scores["aer"] == 0.0
         gold = read_pharaoh(Path(scores["reference_file"]))
         assert [s for s, _ in read_pharaoh(tmp_path / method / "alignments.pharaoh")] == [s for s, _ in gold]
         assert (tmp_path / method / "alignments.forward.pharaoh").is_file() and (tmp_path / method / "alignments.reverse.pharaoh").is_file()
@@ -157,7 +158,7 @@ def test_guided_in_both_directions_the_links_and_their_symmetrisation_are_the_go
 @pytest.mark.parametrize("method", ["gdfa", *(pytest.param(m, marks=pytest.mark.slow) for m in ("intersection", "union"))])
 def test_symmetrising_two_directions_on_toy_reverse(trained_toy: Path, tmp_path: Path, method: str) -> None:
     scores = symmetrised_scores(trained_toy / "checkpoints" / "best.pt", tmp_path, method)
-    forward, reverse = scores["directions"]["forward"], scores["directions"]["reverse"]
+    forward, reverse = scores["methods"]["forward"], scores["methods"]["reverse"]
     assert forward["aer"] < 0.05 and reverse["aer"] < 0.05 and scores["diagonal"]["aer"] > 0.5
     if method == "intersection":  # what both directions agree on is right
         assert scores["precision"] == 1.0 and scores["aer"] <= max(forward["aer"], reverse["aer"])

@@ -57,7 +57,7 @@ def test_overlong_training_lines_are_dropped_and_counted(workdir: Path) -> None:
     ("train.precision=fp8", "error: Error merging override train.precision=fp8: Invalid value 'fp8', expected one of [auto, fp32, bf16]"),
     ("train.lr=fast", "error: Error merging override train.lr=fast: Value 'fast' of type 'str' could not be converted to Float"),
     ("data=nope", "error: In 'config': Could not find 'data/nope': available: custom, multi30k_de_en, multi30k_en_de, multi30k_en_fr, "
-                  "toy_copy, toy_reverse"),
+                  "toy_copy, toy_grammar, toy_reverse"),
     ("train.lr=[", "error: cannot parse the override 'train.lr=[': no viable alternative at input '['"),
 ])
 def test_unknown_config_key_or_value_is_one_line_and_exit_2(override: str, message: str) -> None:

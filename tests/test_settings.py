@@ -24,10 +24,11 @@ COMMANDS = {"config": Config, "prepare": Config, "evaluate": EvalConfig, "align"
 
 # Field names that two schema classes declare for two different settings (not one setting twice).
 HOMONYMS = {
-    "batch_tokens": "training batches (data) / decoding batches (decode)",
+    "batch_tokens": "training batches (data) / decoding batches (decode) / adaptation batches (align.adapt)",
     "cell": "encoder / decoder RNN", "dropout": "encoder / decoder", "hidden_size": "encoder / decoder / additive score",
     "device": "training device (train) / the device a command runs on", "max_len": "toy sentence words / subword filter",
-    "output": "hypotheses file (evaluate) / translations file (translate)", "seed": "run / toy corpus",
+    "output": "hypotheses file (evaluate) / translations file (translate)", "seed": "run / toy corpus / adaptation",
+    "lr": "training's peak rate / adaptation's rate (align.adapt)",
     "train": "the training section / the training split's file prefix",
 }
 

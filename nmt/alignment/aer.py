@@ -41,7 +41,7 @@ def alignment_error_rate(
     return AlignmentScores(precision, recall, aer, len(gold))
 
 
-def kendall_tau(positions: list[int]) -> float | None:
+def kendall_tau(positions: list[int] | list[float]) -> float | None:
     """Kendall's tau-b between the order of target words and `positions`, the source word each one
     is linked to: 1 = strictly monotonic, -1 = reversed; None when undefined (fewer than two
     words, or every word on one source position)."""

@@ -14,7 +14,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from nmt.alignment.pharaoh import format_links, read_pharaoh
+from nmt.alignment.pharaoh import Link, format_links, read_pharaoh
 from nmt.alignment.symmetrize import symmetrize
 from nmt.config.schema import DataConfig
 from nmt.data.corpus import SPLITS, load_split
@@ -67,20 +67,27 @@ def align_corpus(cfg: DataConfig) -> Path:
 
 def _align(cfg: DataConfig, folder: Path) -> None:
     raw = {split: load_split(cfg, split) for split in SPLITS}
-    src = [aligner_words(t) for split in SPLITS for t in raw[split]["src"]]
-    tgt = [aligner_words(t) for split in SPLITS for t in raw[split]["tgt"]]
-    log.info("aligning %d sentence pairs in both directions with eflomal", len(src))
-    with tempfile.TemporaryDirectory(dir=folder) as tmp:
-        fwd, rev = _run_eflomal(src, tgt, Path(tmp))
-        start = 0
-        for split in SPLITS:
-            end = start + len(raw[split])
-            directions = {"fwd": fwd[start:end], "rev": rev[start:end]}
-            for name, lines in directions.items():
-                atomic_write_text(folder / f"{split}.{name}", "".join(line + "\n" for line in lines))
-            parsed = {name: [s for s, _ in read_pharaoh(folder / f"{split}.{name}")] for name in DIRECTIONS}
-            for method in SYMMETRIC:
-                links = symmetrize(parsed["fwd"], parsed["rev"], method)
-                atomic_write_text(folder / f"{split}.{method}", "".join(format_links(s) + "\n" for s in links))
-            start = end
+    links = align_pairs([t for split in SPLITS for t in raw[split]["src"]], [t for split in SPLITS for t in raw[split]["tgt"]])
+    start = 0
+    for split in SPLITS:
+        end = start + len(raw[split])
+        for method, found in links.items():
+            lines = (format_links(sorted(s, key=lambda link: (link[1], link[0]))) + "\n" for s in found[start:end])
+            atomic_write_text(folder / f"{split}.{method}", "".join(lines))
+        start = end
     atomic_write_text(folder / "DONE", "eflomal\n")
+
+
+def align_pairs(sources: list[str], targets: list[str]) -> dict[str, list[set[Link]]]:
+    """eflomal's links of sentence pairs (texts), in both directions and symmetrised: method (fwd,
+    rev, gdfa, intersection) -> per pair the links (source word i, target word j)."""
+    log.info("aligning %d sentence pairs in both directions with eflomal", len(sources))
+    with tempfile.TemporaryDirectory() as tmp:
+        fwd, rev = _run_eflomal([aligner_words(t) for t in sources], [aligner_words(t) for t in targets], Path(tmp))
+        directions = {}
+        for name, lines in zip(DIRECTIONS, (fwd, rev), strict=True):
+            path = Path(tmp) / name
+            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            directions[name] = [sure for sure, _ in read_pharaoh(path)]
+    symmetric = {method: [set(s) for s in symmetrize(directions["fwd"], directions["rev"], method)] for method in SYMMETRIC}
+    return {**directions, **symmetric}

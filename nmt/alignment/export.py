@@ -6,7 +6,9 @@ aligner's links, with the diagonal baseline beside it), and write the files of
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -14,24 +16,27 @@ from typing import Any
 import datasets
 import torch
 
+from nmt.alignment.adapt import AdaptBudget, adapt
 from nmt.alignment.aer import alignment_error_rate, monotonicity
-from nmt.alignment.eflomal import aligner_links
+from nmt.alignment.eflomal import INSTALL, align_pairs, aligner_links
 from nmt.alignment.extract import forced_alignments, free_alignments
 from nmt.alignment.pharaoh import Link, read_pharaoh
 from nmt.alignment.report import write_export
 from nmt.alignment.symmetrize import symmetrize
-from nmt.alignment.words import SentenceAlignment, diagonal_links, word_links
-from nmt.config.commands import AlignConfig, Reference
+from nmt.alignment.words import LinkRule, SentenceAlignment, diagonal_links, word_links
+from nmt.config.commands import AdaptOptions, AlignConfig, AlignOptions, Reference, Symmetrize
 from nmt.config.schema import Config
 from nmt.data.corpus import gold_alignment_file, load_parallel_files, load_split, split_prefix
 from nmt.data.prepare import encode_pairs
 from nmt.decoding.splits import fit_sources
 from nmt.model.checkpoint import checkpoint_path, load_model
 from nmt.model.ensemble import DecodingModel, Ensemble
+from nmt.model.seq2seq import Seq2Seq
 from nmt.system.errors import UserError
 from nmt.system.files import atomic_output, atomic_write_text
 from nmt.system.runtime import resolve_device
 
+log = logging.getLogger(__name__)
 GoldLinks = list[tuple[set[Link], set[Link]]]
 
 
@@ -89,17 +94,60 @@ def whose_attention(model: DecodingModel, member: str, path: Path) -> tuple[Deco
     return model.members[int(member)], f"model {member} of an ensemble of {size}"
 
 
-def reverse_direction(cfg: AlignConfig, sources: list[str], targets: list[str], device: torch.device) -> list[set[Link]]:
-    """The links of `align.reverse_ckpt` (a target->source model), forced on (target, source),
-    turned back into (source word, target word)."""
-    assert cfg.align.reverse_ckpt is not None
-    loaded, _, src_tok, tgt_tok = load_model(cfg.align.reverse_ckpt, device)
-    model, _ = whose_attention(loaded, cfg.align.member, Path(cfg.align.reverse_ckpt))
-    swapped = datasets.Dataset.from_dict({"src": targets, "tgt": sources})
-    key = f"reverse-{Path(cfg.align.reverse_ckpt).stat().st_mtime_ns}-{len(sources)}"
-    ds = fit_sources(encode_pairs(swapped, src_tok, tgt_tok, key), model, key, "reverse")
-    reverse = forced_alignments(model, ds, src_tok, tgt_tok, cfg.decode.batch_tokens, device)
-    return [{(i, j) for j, i in links} for links in word_links(reverse, cfg.align.threshold)]
+def link_rule(opts: AlignOptions) -> LinkRule:
+    """The `align.*` settings that say how links are read from attention."""
+    return LinkRule(opts.merge.value, opts.shift, opts.threshold, opts.cover_source)
+
+
+def pairs_links(cfg: AlignConfig, raw: datasets.Dataset, targets: list[str], gold: bool) -> dict[str, list[set[Link]]] | None:
+    """eflomal's links of the pairs being aligned, when they are wanted (to guide an adaptation, or
+    as the yardstick beside gold) and eflomal is installed; else None."""
+    guided = adapting(cfg.align.adapt) and cfg.align.adapt.guide_weight > 0
+    if not (guided or gold):
+        return None
+    try:
+        return align_pairs(list(raw["src"]), targets)
+    except UserError:  # not installed
+        if guided:
+            log.warning("%s: adapting on the translation loss alone", INSTALL)
+        return None
+
+
+def adapting(opts: AdaptOptions) -> bool:
+    return bool(opts.steps or opts.minutes)
+
+
+def read_direction(
+    cfg: AlignConfig, path: Path, sources: list[str], targets: list[str], guide: list[set[Link]] | None,
+    device: torch.device, what: str,
+) -> tuple[list[SentenceAlignment], dict[str, Any]]:
+    """The forced alignments of a checkpoint's model on (sources, targets), after adapting it to
+    them when `align.adapt` asks (toward `guide`, the aligner's links of these pairs in this
+    direction) -> (alignments, what the adaptation did: {} without one)."""
+    loaded, run_cfg, src_tok, tgt_tok = load_model(path, device)
+    model, _ = whose_attention(loaded, cfg.align.member, path)
+    raw = datasets.Dataset.from_dict({"src": sources, "tgt": targets})
+    pairs = hashlib.sha1("\n".join(sources + targets).encode()).hexdigest()[:16]
+    key = f"align-{path.stat().st_mtime_ns}-{pairs}"  # (datasets' fingerprints: at most 64 characters)
+    ds = fit_sources(encode_pairs(raw, src_tok, tgt_tok, key), model, key, what)
+    adaptation: dict[str, Any] = {}
+    opts = cfg.align.adapt
+    if adapting(opts):
+        assert isinstance(model, Seq2Seq)  # (check_align refuses to adapt an ensemble's mean)
+        budget = AdaptBudget(opts.steps, opts.minutes, opts.lr, opts.guide_weight, run_cfg.train.label_smoothing,
+                             opts.batch_tokens or run_cfg.data.batch_tokens, opts.seed)
+        done = adapt(model, ds, src_tok, tgt_tok, guide, budget, device)
+        model = done.model
+        adaptation = {"steps": done.steps, "seconds": round(done.seconds, 1), "loss": round(done.loss, 4),
+                      "guided_loss": round(done.guided, 4) if guide is not None and opts.guide_weight else None}
+        log.info("%s: adapted %s for %d steps (%.0f s): loss %.3f per token", what, path, done.steps, done.seconds, done.loss)
+    return forced_alignments(model, ds, src_tok, tgt_tok, cfg.decode.batch_tokens, device), adaptation
+
+
+def scored(links: dict[str, list[list[Link]]], reference: ReferenceLinks) -> dict[str, dict[str, float]]:
+    """Precision, recall and AER of each method's links."""
+    return {method: {k: v for k, v in asdict(alignment_error_rate(found, reference.links)).items() if k != "sentences"}
+            for method, found in links.items()}
 
 
 def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
@@ -113,37 +161,49 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
     split = None if opts.src and opts.tgt else cfg.split
     raw = load_parallel_files(Path(opts.src), Path(opts.tgt)) if opts.src and opts.tgt else load_split(run_cfg.data, cfg.split)
     name = Path(split_prefix(run_cfg.data, cfg.split)).name if split is not None else Path(str(opts.src)).stem
-    key = f"align-{ckpt.stat().st_mtime_ns}-{name}-{len(raw)}"
-    ds = fit_sources(encode_pairs(raw, src_tok, tgt_tok, key), model, key, name)
-    if opts.forced:
-        alignments, targets = forced_alignments(model, ds, src_tok, tgt_tok, cfg.decode.batch_tokens, device), list(raw["tgt"])
-    else:
-        alignments, targets = free_alignments(model, ds, src_tok, tgt_tok, cfg.decode, device)
-    directions = {"forward": word_links(alignments, opts.threshold)}
-    if opts.reverse_ckpt:
-        directions["reverse"] = [sorted(s, key=lambda link: (link[1], link[0])) for s in
-                                 reverse_direction(cfg, list(raw["src"]), targets, device)]
-        directions[opts.symmetrize.value] = symmetrize([set(s) for s in directions["forward"]],
-                                                       [set(s) for s in directions["reverse"]], opts.symmetrize.value)
-    links = directions[opts.symmetrize.value if opts.reverse_ckpt else "forward"]
-    scores: dict[str, Any] = {"checkpoint": str(ckpt), "attention": attention, "data": name, "sentences": len(alignments),
-                              "forced": opts.forced,
-                              "threshold": opts.threshold, "links": opts.symmetrize.value if opts.reverse_ckpt else "forward",
-                              "kendall_tau": monotonicity(links)}
     reference = find_reference(cfg, run_cfg, split)
+    sources = list(raw["src"])
+    adaptations: dict[str, Any] = {}
+    if opts.forced:
+        targets = list(raw["tgt"])
+        aligner = pairs_links(cfg, raw, targets, reference is not None and reference.kind == "gold")
+        guide = aligner["gdfa"] if aligner is not None else None
+        alignments, adaptations["forward"] = read_direction(cfg, ckpt, sources, targets, guide, device, name)
+    else:  # (check_align refuses to adapt without forcing)
+        key = f"align-{ckpt.stat().st_mtime_ns}-{name}-{len(raw)}"
+        ds = fit_sources(encode_pairs(raw, src_tok, tgt_tok, key), model, key, name)
+        alignments, targets = free_alignments(model, ds, src_tok, tgt_tok, cfg.decode, device)
+        aligner = None
+    rule = link_rule(opts)
+    methods: dict[str, list[list[Link]]] = {"forward": word_links(alignments, rule=rule)}
+    if opts.reverse_ckpt:
+        reverse_guide = [{(j, i) for i, j in s} for s in aligner["gdfa"]] if aligner is not None else None
+        reverse, adaptations["reverse"] = read_direction(cfg, Path(opts.reverse_ckpt), targets, sources, reverse_guide, device,
+                                                         f"{name} (reverse)")
+        methods["reverse"] = [sorted(((i, j) for j, i in links), key=lambda link: (link[1], link[0]))
+                              for links in word_links(reverse, rule=rule)]
+        forward, backward = [set(s) for s in methods["forward"]], [set(s) for s in methods["reverse"]]
+        for symmetric in Symmetrize:
+            methods[symmetric.value] = symmetrize(forward, backward, symmetric.value)
+    chosen = opts.symmetrize.value if opts.reverse_ckpt else "forward"
+    links = methods[chosen]
+    scores: dict[str, Any] = {"checkpoint": str(ckpt), "attention": attention, "data": name, "sentences": len(alignments),
+                              "forced": opts.forced, "threshold": opts.threshold, "merge": opts.merge.value, "shift": opts.shift,
+                              "cover_source": opts.cover_source, "links": chosen, "kendall_tau": monotonicity(links)}
+    if any(adaptations.values()):
+        scores["adaptation"] = {"guided_by": "eflomal-gdfa of these pairs" if aligner is not None and opts.adapt.guide_weight else None,
+                                **adaptations}
     if reference is not None:
         scores.update(scores_against(reference, links, alignments))
-        if opts.reverse_ckpt:
-            scores["directions"] = {
-                direction: {k: v for k, v in asdict(alignment_error_rate(found, reference.links)).items() if k != "sentences"}
-                for direction, found in directions.items()
-            }
+        scores["methods"] = scored(methods, reference)
+        scores["best"] = min(scores["methods"], key=lambda method: scores["methods"][method]["aer"])
+        if reference.kind == "gold" and aligner is not None:
+            scores["eflomal"] = scored({"gdfa": [sorted(s) for s in aligner["gdfa"]]}, reference)["gdfa"]
     out = Path(opts.out) if opts.out else ckpt.parent / f"align-{name}"
     title = f"Alignments: {name} ({ckpt}; {attention} attention)"
-    write_export(out, alignments, links, list(raw["src"]), targets, opts.heatmaps, scores, title)
-    if opts.reverse_ckpt:
-        for direction in ("forward", "reverse"):
-            with atomic_output(out / f"alignments.{direction}.pharaoh") as f:
-                f.write("".join(" ".join(f"{i}-{j}" for i, j in s) + "\n" for s in directions[direction]))
+    write_export(out, alignments, links, sources, targets, opts.heatmaps, scores, title)
+    for method in ("forward", "reverse") if opts.reverse_ckpt else ():
+        with atomic_output(out / f"alignments.{method}.pharaoh") as f:
+            f.write("".join(" ".join(f"{i}-{j}" for i, j in s) + "\n" for s in methods[method]))
     atomic_write_text(out / "scores.json", json.dumps(scores, indent=2) + "\n")
     return {**scores, "out": str(out)}

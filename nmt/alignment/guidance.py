@@ -5,7 +5,7 @@ For target word j linked to source words L_j, every subword piece of j should at
 over the pieces of the words in L_j: q_t(s) = 1 / |pieces(L_j)|. The loss is the cross-entropy
 -sum_t sum_s q_t(s) log alpha_ts, summed over the target pieces that have links (unlinked words
 and the EOS step are left free). Word j and the links' indices are whitespace words, the words
-sentencepiece marks with its boundary symbol.
+sentencepiece marks with its boundary symbol. The loss itself is `nmt.training.loss.guided_alignment_loss`.
 """
 
 from __future__ import annotations
@@ -66,12 +66,6 @@ class Guidance:
             if len(targets):
                 guide[b, targets[:, 0].astype(np.int64), targets[:, 1].astype(np.int64)] = torch.from_numpy(targets[:, 2])
         return guide
-
-
-def guided_alignment_loss(alphas: torch.Tensor, guide: torch.Tensor) -> torch.Tensor:
-    """alphas (B, T, S), guide (B, T, S) -> summed cross-entropy -sum q log alpha (a weight of 0
-    where the attention is 0, as outside a local window, gives no gradient there)."""
-    return -(guide * torch.log(alphas.float().clamp_min(1e-9))).sum()
 
 
 def build_guidance(cfg: Config, data: PreparedData) -> Guidance:

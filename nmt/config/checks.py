@@ -180,6 +180,11 @@ def check_align(cfg: AlignConfig) -> None:
         check_file(f"align.{key}", getattr(opts, key))
     check_output("align.out", opts.out, folder=True)
     check_file("align.reverse_ckpt", opts.reverse_ckpt, "checkpoint")
+    if (opts.adapt.steps or opts.adapt.minutes) and not opts.forced:
+        raise UserError("align.adapt needs align.forced=true: a model adapts to the pairs' own targets")
+    if (opts.adapt.steps or opts.adapt.minutes) and opts.member == "mean":
+        raise UserError("align.adapt with align.member=mean: an ensemble's mean has no weights of its own to adapt; "
+                        "adapt one of its models (align.member=K)")
 
 
 def check_translate(cfg: TranslateConfig) -> None:

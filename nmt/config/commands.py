@@ -55,6 +55,29 @@ class Symmetrize(str, Enum):
     union = "union"
 
 
+class Merge(str, Enum):
+    """How a source word's weight is made from its pieces' weights."""
+
+    sum = "sum"
+    mean = "mean"
+    max = "max"
+
+
+@dataclass
+class AdaptOptions:
+    """Continue training the model (and the reverse one) on the pairs being aligned before reading
+    their attention (nmt.alignment.adapt); steps=0 and minutes=0: read the models as trained."""
+
+    steps: int = num(0, ge=0)
+    minutes: float = num(0.0, ge=0)
+    lr: float = num(1e-3, gt=0)
+    # Guided alignment toward eflomal's links of the same pairs (never gold; needs the `align`
+    # extra, without it the translation loss alone); 0 = the translation loss alone.
+    guide_weight: float = num(1.0, ge=0)
+    batch_tokens: int = num(0, ge=0)  # 0 = the model's training data.batch_tokens
+    seed: int = num(1, ge=0, lt=2**32)
+
+
 @dataclass
 class AlignOptions:
     src: str | None = None  # instead of the split, any two line-aligned files (both must be given)
@@ -62,6 +85,10 @@ class AlignOptions:
     forced: bool = True  # teacher forcing on the given target; false: the model's own translation (`decode`)
     out: str | None = None  # output folder; default `align-{split}` beside the checkpoint
     threshold: float | None = num(None, gt=0, le=1)  # also link every word pair with weight >= threshold
+    merge: Merge = Merge.sum  # a source word's weight: its pieces' sum, mean or max
+    # Read target word t from the attention of step t + shift (Shift-Att): 0 = the step that predicts it.
+    shift: int = num(0, ge=0, le=2)
+    cover_source: bool = False  # also link each source word no target word chose to the target word attending to it most
     gold: str | None = None  # Pharaoh gold alignments; default: `{prefix}.gold` beside the split, if any
     gold_one_based: bool = False
     heatmaps: int = num(20, ge=0)  # heatmaps/NNNN.png and report.html for the first N sentences
@@ -73,6 +100,7 @@ class AlignOptions:
     # Of an ensemble's checkpoint, whose attention: model K (0-based; the default, 0, is a model's own
     # attention, from which it computed its context), or "mean": the mean of its models' attention.
     member: str = "0"
+    adapt: AdaptOptions = field(default_factory=AdaptOptions)
 
 
 @dataclass

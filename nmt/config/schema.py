@@ -41,6 +41,9 @@ class CorpusSource(str, Enum):
 class ToyTask(str, Enum):
     copy = "copy"
     reverse = "reverse"
+    # A small language pair with a grammar (nmt.data.toy): word-for-word lexicon, adjectives after
+    # their noun, the verb at the end, some nouns as two words, one article left untranslated.
+    grammar = "grammar"
 
 
 class SubwordModel(str, Enum):
@@ -99,7 +102,10 @@ class Precision(str, Enum):
 @dataclass
 class ToyConfig:
     task: ToyTask = ToyTask.copy
-    n_symbols: int = num(20, ge=1)
+    n_symbols: int = num(20, ge=1)  # grammar: words per class (nouns, adjectives, verbs)
+    # The first symbol's number: w{first_symbol} .. w{first_symbol + n_symbols - 1}. A corpus with
+    # another range shares only part of its vocabulary with the first (a domain shift).
+    first_symbol: int = num(0, ge=0)
     min_len: int = num(3, ge=1)
     max_len: int = num(12, ge=1)
     n_train: int = num(20000, ge=1)
@@ -119,6 +125,10 @@ class DataConfig:
     train: str = "train"
     valid: str = "val"
     test: str = "test_2016_flickr"
+    # More file prefixes whose pairs join the training split (valid and test unchanged), e.g. the
+    # corpus whose pairs a model should align: `data.train_extra=[/corpora/europarl/pairs]` for
+    # `/corpora/europarl/pairs.{src_lang,tgt_lang}` (relative prefixes are under the corpus folder).
+    train_extra: list[str] = field(default_factory=list)
     url: str = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
     hub_name: str | None = None
     toy: ToyConfig = field(default_factory=ToyConfig)

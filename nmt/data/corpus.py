@@ -52,11 +52,23 @@ def corpus_dir(cfg: DataConfig) -> Path:
 
 def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path]:
     """Paths of the source and target files of a split, fetching/generating them if needed."""
-    prefix = split_prefix(cfg, split)
+    return prefix_files(cfg, split_prefix(cfg, split))
+
+
+def extra_training_files(cfg: DataConfig) -> list[tuple[Path, Path]]:
+    """The (source, target) files of `data.train_extra`, each checked to exist."""
+    return [prefix_files(cfg, prefix, fetch=False) for prefix in cfg.train_extra]
+
+
+def prefix_files(cfg: DataConfig, prefix: str, fetch: bool = True) -> tuple[Path, Path]:
+    """The source and target files `{prefix}.{lang}` (under the corpus folder unless absolute),
+    fetched or generated first when they belong to the corpus (`fetch`)."""
     base = Path(prefix) if os.path.isabs(prefix) else corpus_dir(cfg) / prefix
     src = base.parent / f"{base.name}.{cfg.src_lang}"
     tgt = base.parent / f"{base.name}.{cfg.tgt_lang}"
-    if cfg.source == CorpusSource.toy:
+    if not fetch:
+        pass
+    elif cfg.source == CorpusSource.toy:
         from nmt.data.toy import ensure_toy_corpus
 
         ensure_toy_corpus(cfg)
@@ -166,11 +178,14 @@ def load_parallel_files(src: Path, tgt: str | Path, cache_dir: str | None = None
 
 
 def load_split(cfg: DataConfig, split: str) -> datasets.Dataset:
-    """The raw text pairs of one split as a Dataset with columns `src`, `tgt`."""
-    if cfg.source == CorpusSource.hub:
-        return _load_hub_split(cfg, split)
-    src, tgt = split_files(cfg, split)
-    return load_parallel_files(src, tgt, cache_dir=str(Path(cfg.cache_dir) / "hf"))
+    """The raw text pairs of one split as a Dataset with columns `src`, `tgt`; the training split
+    followed by the pairs of `data.train_extra`, in the order given."""
+    cache = str(Path(cfg.cache_dir) / "hf")
+    ds = _load_hub_split(cfg, split) if cfg.source == CorpusSource.hub else load_parallel_files(*split_files(cfg, split), cache_dir=cache)
+    if split != "train" or not cfg.train_extra:
+        return ds
+    extra = [load_parallel_files(src, tgt, cache_dir=cache) for src, tgt in extra_training_files(cfg)]
+    return datasets.concatenate_datasets([ds, *extra])
 
 
 def _load_hub_split(cfg: DataConfig, split: str) -> datasets.Dataset:

@@ -22,7 +22,7 @@ import datasets
 import pyarrow.compute as pc
 
 from nmt.config.schema import CorpusSource, DataConfig
-from nmt.data.corpus import describe_split, load_split, split_files
+from nmt.data.corpus import describe_split, extra_training_files, load_split, split_files
 from nmt.data.tokenizer import EOS, Tokenizer, side_lines, train_sentencepiece
 from nmt.system.errors import UserError
 from nmt.system.files import atomic_write_bytes, atomic_write_text, content_digest, file_lock, remove_orphans, temporary_dir
@@ -106,6 +106,10 @@ def cache_key(cfg: DataConfig) -> str:
                 if split == "train":
                     raise
         fields["files"] = digests
+    if cfg.train_extra:
+        fields["train_extra"] = [content_digest(path) for pair in extra_training_files(cfg) for path in pair]
+    else:  # (absent, not empty: the folders of corpora prepared before the option existed keep their names)
+        del fields["train_extra"]
     blob = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 

@@ -1,4 +1,4 @@
-"""Label-smoothed cross-entropy with a fused gradient.
+"""Label-smoothed cross-entropy with a fused gradient; the guided-alignment cross-entropy.
 
 Same value and gradient as `F.cross_entropy(logits, target, label_smoothing=eps, reduction="sum")`
 (checked by tests), but the gradient softmax(z) - (1 - eps) onehot - eps / V is formed in the
@@ -41,3 +41,10 @@ def smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, eps: floa
     per-token negative log-likelihood (N,) without smoothing or gradient)."""
     loss, nll = _SmoothedCrossEntropy.apply(logits, target, eps)
     return loss, nll
+
+
+def guided_alignment_loss(alphas: torch.Tensor, guide: torch.Tensor) -> torch.Tensor:
+    """Guided alignment (nmt.alignment.guidance): alphas (B, T, S), guide (B, T, S) targets ->
+    summed cross-entropy -sum q log alpha (a weight of 0 where the attention is 0, as outside a
+    local window, gives no gradient there)."""
+    return -(guide * torch.log(alphas.float().clamp_min(1e-9))).sum()

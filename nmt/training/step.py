@@ -9,11 +9,10 @@ from typing import NamedTuple
 
 import torch
 
-from nmt.alignment.guidance import guided_alignment_loss
 from nmt.data.batching import Batch
 from nmt.data.tokenizer import PAD
 from nmt.model.seq2seq import Seq2Seq, Seq2SeqOutput
-from nmt.training.loss import smoothed_cross_entropy
+from nmt.training.loss import guided_alignment_loss, smoothed_cross_entropy
 
 Forward = Callable[..., Seq2SeqOutput]
 
