@@ -14,7 +14,8 @@ from support import ROOT
 PACKAGE = ROOT / "nmt"
 # The command-line modules (and their shared plumbing, nmt.system.cli): the only ones that may print,
 # read Hydra's command line or register the schemas. Nothing else imports them.
-CLI_MODULES = {"nmt.train", "nmt.evaluate", "nmt.align", "nmt.reference_aligner", "nmt.translate", "nmt.data.__main__", "nmt.system.cli"}
+CLI_MODULES = {"nmt.train", "nmt.evaluate", "nmt.align", "nmt.explore", "nmt.reference_aligner", "nmt.translate", "nmt.data.__main__",
+               "nmt.system.cli"}
 MAX_FUNCTION_LINES = 60
 
 

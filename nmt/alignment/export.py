@@ -19,6 +19,7 @@ import torch
 from nmt.alignment.adapt import AdaptBudget, adapt
 from nmt.alignment.aer import alignment_error_rate, monotonicity
 from nmt.alignment.eflomal import INSTALL, align_pairs, aligner_links
+from nmt.alignment.explorer_page import explorer_data, write_explorer
 from nmt.alignment.extract import forced_alignments, free_alignments
 from nmt.alignment.pharaoh import Link, read_pharaoh
 from nmt.alignment.report import write_export
@@ -195,6 +196,7 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
                                 **adaptations}
     if reference is not None:
         scores.update(scores_against(reference, links, alignments))
+        scores["reference_one_based"] = reference.kind == "gold" and opts.gold_one_based
         scores["methods"] = scored(methods, reference)
         scores["best"] = min(scores["methods"], key=lambda method: scores["methods"][method]["aer"])
         if reference.kind == "gold" and aligner is not None:
@@ -206,4 +208,5 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
         with atomic_output(out / f"alignments.{method}.pharaoh") as f:
             f.write("".join(" ".join(f"{i}-{j}" for i, j in s) + "\n" for s in methods[method]))
     atomic_write_text(out / "scores.json", json.dumps(scores, indent=2) + "\n")
+    write_explorer(out / "explorer.html", explorer_data([out], title))
     return {**scores, "out": str(out)}
