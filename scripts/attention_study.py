@@ -35,6 +35,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf
 
+from nmt.alignment.explorer_page import explorer_data, write_explorer
 from nmt.system.runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +43,8 @@ SCORES = ["dot", "general", "additive", "location", "scaled_dot"]
 MODES = ["soft", "hard_gumbel", "hard_reinforce", "local_m", "local_p"]  # presets of configs/model/attention
 DEFAULT = "additive-soft"
 SENTENCE = 0  # the test sentence of the figure
+EXPLORER_SENTENCES = 40  # test sentences in the explorer page of every variant (its size grows with them)
+EXPLORER = "attention_multi30k_explorer.html"
 FIELDS = ["run", "status", "score", "mode", "variant", "steps", "minutes", "threads", "machine", "bleu", "chrf", "entropy", "tau", "aer",
           "diagonal_aer", "skipped_steps"]
 
@@ -137,11 +140,23 @@ def figure(out: Path, names: list[str], path: Path) -> None:
     fig.savefig(path)
 
 
+def explorer(out: Path, names: list[str], path: Path) -> bool:
+    """Every variant's attention on the first test sentences in one explorer page (nmt.explore) -> written?"""
+    cells = [n for n in names if (out / n / "align-test" / "matrices.jsonl").is_file()]
+    if not cells:
+        return False
+    data = explorer_data([out / n / "align-test" for n in cells], "The attention study on Multi30k: every variant, test_2016_flickr",
+                         EXPLORER_SENTENCES, cells)
+    write_explorer(path, data)
+    return True
+
+
 def fmt(value: Any, digits: int = 2) -> str:
     return "" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, dict[str, float]], steps: int, docs: Path) -> None:
+def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, dict[str, float]], steps: int, docs: Path,
+               explored: bool = False) -> None:
     ok = [r for r in rows if r["status"] == "ok" and not r["run"].startswith("reverse")]
     header = ("| run | score | mode | variant | BLEU | chrF | entropy | Kendall tau | AER vs eflomal | diagonal AER "
               "| minutes (threads) | CPU |")
@@ -161,6 +176,12 @@ recall {fmt(agreement['gdfa']['recall'], 3)}), intersection AER {fmt(agreement['
 (precision {fmt(agreement['intersection']['precision'], 3)}); the en-de model alone
 {fmt(agreement['gdfa']['reverse_aer'], 3)}.""" if agreement else "not run yet.")
     shown = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
+    explore_note = f"""
+**Explore them:** [{EXPLORER}]({EXPLORER}) is one offline page (download it and open it in a browser) with
+every variant's attention on the first {EXPLORER_SENTENCES} test sentences side by side, interactive: hover a
+cell, switch the links, the aligner's links and the diagonal on and off, sort the sentences by where the
+variants disagree (`python -m nmt.explore {shown}/*/align-test sentences={EXPLORER_SENTENCES}` makes the same).
+""" if explored else ""
     missing = "" if all(r["status"] == "ok" for r in rows) else " (the command trains the missing ones and rewrites this page)"
     text = f"""# Attention on Multi30k: how good an alignment is it?
 
@@ -189,7 +210,7 @@ Variants whose attention agrees with eflomal better than the diagonal line: {len
 
 *Test sentence {SENTENCE + 1}, forced alignment (subword pieces; rows: the step that predicted each target
 piece), every variant side by side.*
-
+{explore_note}
 TensorBoard's HParams dashboard holds the same runs and metrics: `tensorboard --logdir {shown}`.
 """
     (docs / "attention_multi30k.md").write_text(text)
@@ -224,7 +245,8 @@ def main() -> int:
     agreement = symmetrised(args.out)
     docs = ROOT / "docs"
     figure(args.out, list(plan), docs / "images" / "attention_multi30k.png")
-    write_page(args.out, rows, agreement, args.steps, docs)
+    explored = explorer(args.out, [n for n in plan if not n.startswith("reverse")], docs / EXPLORER)
+    write_page(args.out, rows, agreement, args.steps, docs, explored)
     print(f"wrote {docs / 'attention_multi30k.md'}")
     return 0
 

@@ -147,8 +147,8 @@ function drawPanel(e, n) {
     const s = prfAer(own, DATA.reference.sure[n], DATA.reference.possible[n]);
     const line = document.createElement("p");
     line.className = "sentence-scores";
-    line.textContent = `precision ${s.precision.toFixed(3)}  recall ${s.recall.toFixed(3)}  AER ${s.aer.toFixed(3)}` +
-      ` (against ${DATA.reference.kind === "gold" ? "gold" : "the aligner's links, not gold"})`;
+    line.textContent = `precision ${s.precision.toFixed(3)} · recall ${s.recall.toFixed(3)} · AER ${s.aer.toFixed(3)}`;
+    line.title = "this sentence's links against " + (DATA.reference.kind === "gold" ? "gold" : "the aligner's links, not gold");
     panel.appendChild(line);
   }
   const grid = svg("svg", {width: left + cols.length * cell + 4, height: top + rows.length * cell + 4, class: "grid"});

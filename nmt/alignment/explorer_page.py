@@ -108,10 +108,11 @@ def export_names(folders: list[Path]) -> list[str]:
     return [str(f) for f in folders]
 
 
-def explorer_data(folders: list[Path], title: str, sentences: int | None = None) -> dict[str, Any]:
-    """The page's data from export folders of the same sentence pairs (checked: the same words)."""
+def explorer_data(folders: list[Path], title: str, sentences: int | None = None, names: list[str] | None = None) -> dict[str, Any]:
+    """The page's data from export folders of the same sentence pairs (checked: the same words);
+    `names`: what to call each export (default: its folder, with parents enough to tell them apart)."""
     exports, pairs, reference = [], None, None
-    for folder, name in zip(folders, export_names(folders), strict=True):
+    for folder, name in zip(folders, names or export_names(folders), strict=True):
         export, these, ref = read_export(folder, name, sentences)
         if pairs is None:
             pairs, first = these, folder
