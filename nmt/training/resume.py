@@ -186,15 +186,24 @@ def check_continuable(cfg: Config, run_dir: Path) -> None:
 def check_compatible(saved: dict[str, Any], cfg: Config, path: Path, sections: tuple[str, ...] = _MUST_MATCH) -> None:
     """Raise a UserError naming every setting in `sections` where the checkpoint's config differs."""
     current = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
-    assert isinstance(current, dict)
+    defaults = OmegaConf.to_container(OmegaConf.structured(Config), resolve=True, enum_to_str=True)
+    assert isinstance(current, dict) and isinstance(defaults, dict)
     diffs = [
         f"{key}: checkpoint {old!r}, now {new!r}"
         for section in sections
-        for key, old, new in _differences(section, saved.get(section), current.get(section))
+        for key, old, new in _differences(section, _with_defaults(saved.get(section), defaults.get(section)), current.get(section))
         if key not in _MAY_DIFFER
     ]
     if diffs:
         raise UserError(f"{path}: checkpoint comes from an incompatible config ({'; '.join(diffs)})")
+
+
+def _with_defaults(saved: Any, defaults: Any) -> Any:
+    """A saved config section with the settings it predates filled in at their defaults (a
+    checkpoint written before an option existed ran as the option's default does)."""
+    if not (isinstance(saved, dict) and isinstance(defaults, dict)):
+        return saved
+    return {**{k: v for k, v in defaults.items() if k not in saved}, **{k: _with_defaults(v, defaults.get(k)) for k, v in saved.items()}}
 
 
 def _differences(prefix: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
