@@ -34,7 +34,7 @@ train: ## Train one model (Multi30k de->en, 60 min budget); ARGS="key=value ..."
 eval: ## BLEU/chrF of the best checkpoint of the newest run (CKPT=path, SPLIT=test|valid, BEAM=5; 1 = greedy)
 	$(PYTHON) -m nmt.evaluate $(if $(CKPT),ckpt=$(CKPT)) split=$(SPLIT) decode.beam_size=$(BEAM) $(ARGS)
 
-align: ## Export alignments (matrices, Pharaoh, heatmaps, report.html; AER with gold) of the newest run's best.pt
+align: ## Export alignments (matrices, Pharaoh, heatmaps, report.html, explorer.html; AER with gold) of the newest run's best.pt
 	$(PYTHON) -m nmt.align $(if $(CKPT),ckpt=$(CKPT)) split=$(SPLIT) $(ARGS)
 
 tensorboard: ## Open TensorBoard on all runs
