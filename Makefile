@@ -47,7 +47,7 @@ bench: ## Training throughput / FLOP utilisation, then decoding speed of the new
 bench-peers: ## Side by side with JoeyNMT 2.3.0 and OpenNMT-py 3.5.1 (each in its own venv), about 25 min on 2 cores
 	bash scripts/bench/bench_peers.sh $(ARGS)
 
-test: ## The fast suite (every module; slow end-to-end runs excluded), two workers: under 2 minutes on 2 cores (358 tests in 1:52, 2026-12-03)
+test: ## The fast suite (every module; slow end-to-end runs excluded), two workers: about 2 minutes on 2 cores (356 tests in 2:17, 2026-12-03)
 	$(PYTHON) -m pytest -q -n 2
 
 test-all: ## Every test, the slow end-to-end runs included, two workers (what CI runs)

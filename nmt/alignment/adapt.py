@@ -71,9 +71,8 @@ def adapt(
     sampler = BatchSampler(ds, budget.batch_tokens, shuffle=True, seed=budget.seed)
     guidance = Guidance(ds, src_tok, tgt_tok, links) if links is not None and budget.guide_weight > 0 else None
     started, step, epoch = time.monotonic(), 0, 0
-    window: list[tuple[float, float, int]] = []
     while True:
-        window = []
+        window: list[tuple[float, float, int]] = []  # (loss, guided loss, tokens) of this epoch's steps
         for index in sampler.batches(epoch):
             batch = sampler.collate(index)
             if guidance is not None:

@@ -21,7 +21,7 @@ from nmt.alignment.aer import alignment_error_rate, monotonicity
 from nmt.alignment.eflomal import INSTALL, align_pairs, aligner_links
 from nmt.alignment.explorer_page import explorer_data, write_explorer
 from nmt.alignment.extract import forced_alignments, free_alignments
-from nmt.alignment.pharaoh import Link, read_pharaoh
+from nmt.alignment.pharaoh import Link, format_links, read_pharaoh
 from nmt.alignment.report import write_export
 from nmt.alignment.symmetrize import symmetrize
 from nmt.alignment.words import LinkRule, SentenceAlignment, diagonal_links, word_links
@@ -29,6 +29,7 @@ from nmt.config.commands import AdaptOptions, AlignConfig, AlignOptions, Referen
 from nmt.config.schema import Config
 from nmt.data.corpus import gold_alignment_file, load_parallel_files, load_split, split_prefix
 from nmt.data.prepare import encode_pairs
+from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.splits import fit_sources
 from nmt.model.checkpoint import checkpoint_path, load_model
 from nmt.model.ensemble import DecodingModel, Ensemble
@@ -39,6 +40,7 @@ from nmt.system.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 GoldLinks = list[tuple[set[Link], set[Link]]]
+Loaded = tuple[DecodingModel, Config, Tokenizer, Tokenizer]  # what load_model returns
 
 
 @dataclass
@@ -100,11 +102,11 @@ def link_rule(opts: AlignOptions) -> LinkRule:
     return LinkRule(opts.merge.value, opts.shift, opts.threshold, opts.cover_source)
 
 
-def pairs_links(cfg: AlignConfig, raw: datasets.Dataset, targets: list[str], gold: bool) -> dict[str, list[set[Link]]] | None:
+def pairs_links(cfg: AlignConfig, raw: datasets.Dataset, targets: list[str], yardstick: bool) -> dict[str, list[set[Link]]] | None:
     """eflomal's links of the pairs being aligned, when they are wanted (to guide an adaptation, or
-    as the yardstick beside gold) and eflomal is installed; else None."""
+    as the yardstick beside gold, `yardstick`) and eflomal is installed; else None."""
     guided = adapting(cfg.align.adapt) and cfg.align.adapt.guide_weight > 0
-    if not (guided or gold):
+    if not (guided or yardstick):
         return None
     try:
         return align_pairs(list(raw["src"]), targets)
@@ -119,14 +121,14 @@ def adapting(opts: AdaptOptions) -> bool:
 
 
 def read_direction(
-    cfg: AlignConfig, path: Path, sources: list[str], targets: list[str], guide: list[set[Link]] | None,
+    cfg: AlignConfig, loaded: Loaded, path: Path, sources: list[str], targets: list[str], guide: list[set[Link]] | None,
     device: torch.device, what: str,
 ) -> tuple[list[SentenceAlignment], dict[str, Any]]:
-    """The forced alignments of a checkpoint's model on (sources, targets), after adapting it to
-    them when `align.adapt` asks (toward `guide`, the aligner's links of these pairs in this
-    direction) -> (alignments, what the adaptation did: {} without one)."""
-    loaded, run_cfg, src_tok, tgt_tok = load_model(path, device)
-    model, _ = whose_attention(loaded, cfg.align.member, path)
+    """The forced alignments of a checkpoint's model (`loaded` from `path`) on (sources, targets),
+    after adapting it to them when `align.adapt` asks (toward `guide`, the aligner's links of these
+    pairs in this direction) -> (alignments, what the adaptation did: {} without one)."""
+    decoding, run_cfg, src_tok, tgt_tok = loaded
+    model, _ = whose_attention(decoding, cfg.align.member, path)
     raw = datasets.Dataset.from_dict({"src": sources, "tgt": targets})
     pairs = hashlib.sha1("\n".join(sources + targets).encode()).hexdigest()[:16]
     key = f"align-{path.stat().st_mtime_ns}-{pairs}"  # (datasets' fingerprints: at most 64 characters)
@@ -145,6 +147,23 @@ def read_direction(
     return forced_alignments(model, ds, src_tok, tgt_tok, cfg.decode.batch_tokens, device), adaptation
 
 
+def add_reverse(
+    cfg: AlignConfig, methods: dict[str, list[list[Link]]], sources: list[str], targets: list[str],
+    guide: list[set[Link]] | None, device: torch.device, what: str,
+) -> dict[str, Any]:
+    """Add to `methods` (which holds "forward") the links of `align.reverse_ckpt`, forced on
+    (target, source) and turned back into (source word, target word), and every symmetrisation of
+    the two -> what the reverse model's adaptation did."""
+    path = Path(str(cfg.align.reverse_ckpt))
+    reverse, adaptation = read_direction(cfg, load_model(path, device), path, targets, sources, guide, device, what)
+    methods["reverse"] = [sorted(((i, j) for j, i in links), key=lambda link: (link[1], link[0]))
+                          for links in word_links(reverse, rule=link_rule(cfg.align))]
+    forward, backward = [set(s) for s in methods["forward"]], [set(s) for s in methods["reverse"]]
+    for symmetric in Symmetrize:
+        methods[symmetric.value] = symmetrize(forward, backward, symmetric.value)
+    return adaptation
+
+
 def scored(links: dict[str, list[list[Link]]], reference: ReferenceLinks) -> dict[str, dict[str, float]]:
     """Precision, recall and AER of each method's links."""
     return {method: {k: v for k, v in asdict(alignment_error_rate(found, reference.links)).items() if k != "sentences"}
@@ -157,8 +176,9 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
     opts = cfg.align
     ckpt = checkpoint_path(cfg.ckpt, cfg.runs_dir)
     device = resolve_device(cfg.device)
-    loaded, run_cfg, src_tok, tgt_tok = load_model(ckpt, device)
-    model, attention = whose_attention(loaded, opts.member, ckpt)
+    loaded = load_model(ckpt, device)
+    _, run_cfg, src_tok, tgt_tok = loaded
+    model, attention = whose_attention(loaded[0], opts.member, ckpt)
     split = None if opts.src and opts.tgt else cfg.split
     raw = load_parallel_files(Path(opts.src), Path(opts.tgt)) if opts.src and opts.tgt else load_split(run_cfg.data, cfg.split)
     name = Path(split_prefix(run_cfg.data, cfg.split)).name if split is not None else Path(str(opts.src)).stem
@@ -167,25 +187,21 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
     adaptations: dict[str, Any] = {}
     if opts.forced:
         targets = list(raw["tgt"])
-        aligner = pairs_links(cfg, raw, targets, reference is not None and reference.kind == "gold")
+        # eflomal's own links of the pairs stand beside gold where a user hands the pairs (a corpus, not a split
+        # of the training data, whose aligner links `make aligner` caches)
+        yardstick = reference is not None and reference.kind == "gold" and split is None
+        aligner = pairs_links(cfg, raw, targets, yardstick)
         guide = aligner["gdfa"] if aligner is not None else None
-        alignments, adaptations["forward"] = read_direction(cfg, ckpt, sources, targets, guide, device, name)
+        alignments, adaptations["forward"] = read_direction(cfg, loaded, ckpt, sources, targets, guide, device, name)
     else:  # (check_align refuses to adapt without forcing)
         key = f"align-{ckpt.stat().st_mtime_ns}-{name}-{len(raw)}"
         ds = fit_sources(encode_pairs(raw, src_tok, tgt_tok, key), model, key, name)
         alignments, targets = free_alignments(model, ds, src_tok, tgt_tok, cfg.decode, device)
         aligner = None
-    rule = link_rule(opts)
-    methods: dict[str, list[list[Link]]] = {"forward": word_links(alignments, rule=rule)}
+    methods: dict[str, list[list[Link]]] = {"forward": word_links(alignments, rule=link_rule(opts))}
     if opts.reverse_ckpt:
         reverse_guide = [{(j, i) for i, j in s} for s in aligner["gdfa"]] if aligner is not None else None
-        reverse, adaptations["reverse"] = read_direction(cfg, Path(opts.reverse_ckpt), targets, sources, reverse_guide, device,
-                                                         f"{name} (reverse)")
-        methods["reverse"] = [sorted(((i, j) for j, i in links), key=lambda link: (link[1], link[0]))
-                              for links in word_links(reverse, rule=rule)]
-        forward, backward = [set(s) for s in methods["forward"]], [set(s) for s in methods["reverse"]]
-        for symmetric in Symmetrize:
-            methods[symmetric.value] = symmetrize(forward, backward, symmetric.value)
+        adaptations["reverse"] = add_reverse(cfg, methods, sources, targets, reverse_guide, device, f"{name} (reverse)")
     chosen = opts.symmetrize.value if opts.reverse_ckpt else "forward"
     links = methods[chosen]
     scores: dict[str, Any] = {"checkpoint": str(ckpt), "attention": attention, "data": name, "sentences": len(alignments),
@@ -206,7 +222,7 @@ def export_alignments(cfg: AlignConfig) -> dict[str, Any]:
     write_export(out, alignments, links, sources, targets, opts.heatmaps, scores, title)
     for method in ("forward", "reverse") if opts.reverse_ckpt else ():
         with atomic_output(out / f"alignments.{method}.pharaoh") as f:
-            f.write("".join(" ".join(f"{i}-{j}" for i, j in s) + "\n" for s in methods[method]))
+            f.write("".join(format_links(s) + "\n" for s in methods[method]))
     atomic_write_text(out / "scores.json", json.dumps(scores, indent=2) + "\n")
     write_explorer(out / "explorer.html", explorer_data([out], title))
     return {**scores, "out": str(out)}
