@@ -41,6 +41,7 @@ from nmt.system.runtime import cpu_model
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = ["dot", "general", "additive", "location", "scaled_dot"]
 MODES = ["soft", "hard_gumbel", "hard_reinforce", "local_m", "local_p"]  # presets of configs/model/attention
+MODE_ORDER = ["soft", "local_m", "hard_gumbel", "local_p", "hard_reinforce"]  # the order the study trains them in
 DEFAULT = "additive-soft"
 SENTENCE = 0  # the test sentence of the figure
 EXPLORER_SENTENCES = 40  # test sentences in the explorer page of every variant (its size grows with them)
@@ -59,9 +60,13 @@ def runs(guide_weights: list[float]) -> dict[str, list[str]]:
 
 
 def run_order(names: list[str]) -> list[str]:
-    """The default model and its remedies first (they answer the study's main questions), then the grid."""
-    first = [DEFAULT, *(n for n in names if n.startswith(f"{DEFAULT}-guided")), "reverse-en-de"]
-    return first + [n for n in names if n not in first]
+    """The runs that answer the study's main questions first (the default, Luong's predictive local attention
+    with the general score, the default's remedies), then the grid mode by mode, soft first and REINFORCE
+    last, so that a study stopped part-way has its most telling rows."""
+    first = [DEFAULT, "general-local_p", "reverse-en-de", *(n for n in names if n.startswith(f"{DEFAULT}-guided"))]
+    grid = sorted((n for n in names if n not in first and n.count("-") == 1),
+                  key=lambda n: (MODE_ORDER.index(n.split("-")[1]), SCORES.index(n.split("-")[0])))
+    return first + grid + [n for n in names if n not in first and n not in grid]
 
 
 def train(name: str, overrides: list[str], steps: int, threads: int, out: Path) -> str:

@@ -51,7 +51,7 @@ def free_alignments(
 ) -> tuple[list[SentenceAlignment], list[str]]:
     """Alignments of the model's own translations (as `opts` decodes) -> (alignments, detokenized translations)."""
     texts, hyps = translate_dataset(model, ds, tgt_tok, opts, device)
-    src_ids = RaggedIds(ds, "src_ids")
+    src_ids = RaggedIds.of_column(ds, "src_ids")
     alignments = [
         SentenceAlignment(src_tok.pieces(src_ids[k][:-1].tolist()) + [EOS_PIECE], tgt_tok.pieces(h.ids) + [EOS_PIECE],
                           h.alignment.numpy())

@@ -47,16 +47,29 @@ class Guidance:
     column gives the line of the alignment file each row comes from."""
 
     def __init__(self, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, links: list[set[Link]]) -> None:
-        src, tgt, lines = RaggedIds(ds, "src_ids"), RaggedIds(ds, "tgt_ids"), ds.data.column("line").to_numpy()
-        self.rows: list[np.ndarray] = []
+        self.tokenizers, self.links, self.lines = (src_tok, tgt_tok), links, ds.data.column("line").to_numpy()
+        self.rows = self._targets(RaggedIds.of_column(ds, "src_ids"), RaggedIds.of_column(ds, "tgt_ids"), warn=True)
+
+    def for_ids(self, src: RaggedIds, tgt: RaggedIds) -> Guidance:
+        """The same links' targets for other segmentations of the same rows (`nmt.data.sampling`):
+        the links name words, which every segmentation keeps."""
+        other = object.__new__(Guidance)
+        other.tokenizers, other.links, other.lines = self.tokenizers, self.links, self.lines
+        other.rows = other._targets(src, tgt, warn=False)
+        return other
+
+    def _targets(self, src: RaggedIds, tgt: RaggedIds, warn: bool) -> list[np.ndarray]:
+        src_tok, tgt_tok = self.tokenizers
+        rows: list[np.ndarray] = []
         skipped = 0
-        for k, line in enumerate(lines):
-            targets = piece_targets(src_tok.pieces(src[k][:-1]), tgt_tok.pieces(tgt[k]), links[int(line)])
+        for k, line in enumerate(self.lines):
+            targets = piece_targets(src_tok.pieces(src[k][:-1]), tgt_tok.pieces(tgt[k]), self.links[int(line)])
             skipped += targets is None
-            self.rows.append(targets if targets is not None else np.zeros((0, 3), dtype=np.float32))
-        if skipped:
+            rows.append(targets if targets is not None else np.zeros((0, 3), dtype=np.float32))
+        if skipped and warn:
             log.warning("guided alignment: %d of %d training pairs have links beyond their words and are left unguided",
-                        skipped, len(lines))
+                        skipped, len(self.lines))
+        return rows
 
     def batch(self, index: np.ndarray, src_len: int, tgt_len: int) -> torch.Tensor:
         """The targets q (B, T, S) of the rows `index`, padded like their Batch."""

@@ -117,6 +117,9 @@ def check_train(cfg: Config) -> None:
             f"model.attention.score=location supports sources up to model.attention.max_source_len="
             f"{att.max_source_len} tokens, but data.max_len={data.max_len} lets longer ones in"
         )
+    if data.sampling_alpha and data.sampling_nbest in (0, 1):
+        raise UserError(f"data.sampling_nbest={data.sampling_nbest}: sampling draws from the n best segmentations; "
+                        "expected -1 (all of them) or >= 2")
     if att.mode == Mode.local and att.window < 1:
         raise UserError(f"model.attention.window={att.window}: must be >= 1")
     check_guided_alignment(cfg)

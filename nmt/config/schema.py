@@ -141,6 +141,11 @@ class DataConfig:
     # on large corpora (its unigram trainer needs ~20 bytes per sampled character: 300k sentences of
     # 180 characters peak near 1.2 GiB); smaller corpora use every sentence.
     subword_sample_sentences: int = num(300_000, ge=1)
+    # Subword regularisation (Kudo 2018; nmt.data.sampling): each epoch trains on a segmentation of
+    # every sentence sampled from the sentencepiece model's `sampling_nbest` best (-1: all) with
+    # probabilities p^alpha; 0 = off (the usual segmentation). Validation, test and decoding never sample.
+    sampling_alpha: float = num(0.0, ge=0)
+    sampling_nbest: int = num(64, ge=-1)
     # Pairs longer than this (in subword tokens, either side) are dropped from training.
     max_len: int = num(100, ge=2)
     # Batches hold at most this many tokens (padded, larger side), sentences of similar length

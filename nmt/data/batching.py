@@ -17,12 +17,25 @@ from nmt.data.tokenizer import BOS, EOS, PAD
 
 
 class RaggedIds:
-    """A column of variable-length id lists as flat `values` plus `offsets` (n + 1,)."""
+    """Variable-length id lists as flat `values` plus `offsets` (n + 1,): row i is
+    values[offsets[i]:offsets[i + 1]]."""
 
-    def __init__(self, ds: datasets.Dataset, column: str) -> None:
+    def __init__(self, values: np.ndarray, offsets: np.ndarray) -> None:
+        self.values = values.astype(np.int64, copy=False)
+        self.offsets = offsets.astype(np.int64, copy=False)
+
+    @classmethod
+    def of_column(cls, ds: datasets.Dataset, column: str) -> RaggedIds:
+        """A list column of a dataset, read from Arrow without a Python list per row."""
         arr = ds.data.column(column).combine_chunks()
-        self.values = arr.values.to_numpy().astype(np.int64)
-        self.offsets = arr.offsets.to_numpy().astype(np.int64)
+        return cls(arr.values.to_numpy(), arr.offsets.to_numpy())
+
+    @classmethod
+    def of_lists(cls, rows: list[list[int]]) -> RaggedIds:
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in rows], out=offsets[1:])
+        values = np.fromiter((i for r in rows for i in r), dtype=np.int64, count=int(offsets[-1]))
+        return cls(values, offsets)
 
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
@@ -60,14 +73,18 @@ class BatchSampler:
     """
 
     def __init__(self, ds: datasets.Dataset, batch_tokens: int, shuffle: bool, seed: int = 0, max_sentences: int = 0) -> None:
-        self.src = RaggedIds(ds, "src_ids")
-        self.tgt = RaggedIds(ds, "tgt_ids")
-        self.src_lens = self.src.lengths()
-        self.tgt_lens = self.tgt.lengths() + 1  # + BOS/EOS
+        self.use_ids(RaggedIds.of_column(ds, "src_ids"), RaggedIds.of_column(ds, "tgt_ids"))
         self.batch_tokens = batch_tokens
         self.max_sentences = max_sentences or len(self.src_lens) or 1
         self.shuffle = shuffle
         self.seed = seed
+
+    def use_ids(self, src: RaggedIds, tgt: RaggedIds) -> None:
+        """Batch these ids of the same rows from now on (an epoch's sampled segmentations,
+        `nmt.data.sampling`): the batches follow their lengths."""
+        self.src, self.tgt = src, tgt
+        self.src_lens = src.lengths()
+        self.tgt_lens = tgt.lengths() + 1  # + BOS/EOS
 
     def __len__(self) -> int:
         return len(self.batches(0))

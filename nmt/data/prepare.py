@@ -30,7 +30,7 @@ from nmt.system.files import atomic_write_bytes, atomic_write_text, content_dige
 log = logging.getLogger(__name__)
 
 # Keys that do not change what is prepared.
-_NOT_IN_KEY = ("batch_tokens", "batch_sentences", "cache_dir", "url")
+_NOT_IN_KEY = ("batch_tokens", "batch_sentences", "cache_dir", "url", "sampling_alpha", "sampling_nbest")
 # What a prepared folder holds; a change (2: the `line` column) prepares every corpus anew.
 _FORMAT = 2
 

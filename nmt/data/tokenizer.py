@@ -72,6 +72,13 @@ class Tokenizer:
         """Subword ids of each text."""
         return [list(ids) for ids in self.sp.encode(texts, out_type=int)]
 
+    def sample(self, texts: list[str], alpha: float, nbest: int) -> list[list[int]]:
+        """A segmentation of each text drawn from the `nbest` best (-1: all) with probabilities
+        p^alpha (subword regularisation), from sentencepiece's generator (`nmt.data.sampling` seeds
+        it). One thread: sentencepiece's multi-threaded sampling does not repeat under a seed."""
+        return [list(ids) for ids in self.sp.encode(texts, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=nbest,
+                                                    num_threads=1)]
+
     def pieces(self, ids: Iterable[int]) -> list[str]:
         """Subword pieces of ids (for alignment labels)."""
         return [self.sp.id_to_piece(int(i)) for i in ids]

@@ -23,10 +23,11 @@ import torch
 from omegaconf import OmegaConf
 from torch.nn.parallel import DistributedDataParallel
 
-from nmt.alignment.guidance import build_guidance, guide_weight
+from nmt.alignment.guidance import Guidance, build_guidance, guide_weight
 from nmt.config.schema import Config, Schedule
-from nmt.data.batching import BatchSampler
+from nmt.data.batching import BatchSampler, RaggedIds
 from nmt.data.prepare import PreparedData, prepare
+from nmt.data.sampling import EpochPrefetch, SegmentationSampler
 from nmt.decoding.splits import fit_sources
 from nmt.model.build import build_model
 from nmt.model.checkpoint import Checkpoint, bytes_tensor, save_checkpoint
@@ -69,6 +70,11 @@ class Trainer:
         self.model = build_model(cfg.model, len(self.data.src_tokenizer), len(self.data.tgt_tokenizer)).to(self.device)
         self.valid = fit_sources(self.data.split("valid"), self.model, f"{self.data.folder.name}-valid", "valid")
         self.guidance = build_guidance(cfg, self.data) if tc.guided_alignment.weight else None
+        self.epoch_guidance = self.guidance  # the targets of the current epoch's segmentation
+        d = cfg.data
+        self.segmenter = SegmentationSampler(self.data.split("train"), self.data.src_tokenizer, self.data.tgt_tokenizer,
+                                             d.sampling_alpha, d.sampling_nbest, d.max_len, cfg.seed) if d.sampling_alpha else None
+        self.segmentations = EpochPrefetch(self._segmentation) if self.segmenter is not None else None
         self.ema = ParameterAverage(self.model, tc.ema_decay) if tc.ema_decay else None
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
@@ -85,6 +91,12 @@ class Trainer:
         self.forward: DistributedDataParallel | None = None
         self.cast = autocast_dtype(tc.precision.value, self.device)
         self.started, self.elapsed_before = time.monotonic(), 0.0
+
+    def _segmentation(self, epoch: int) -> tuple[RaggedIds, RaggedIds, Guidance | None]:
+        """Subword regularisation: epoch `epoch`'s sampled ids, and guided alignment's targets for them."""
+        assert self.segmenter is not None
+        src, tgt = self.segmenter.draw(epoch)
+        return src, tgt, self.guidance.for_ids(src, tgt) if self.guidance is not None else None
 
     def _prepare_data(self) -> PreparedData:
         """One process fills the data cache (and checks it); the others then read it."""
@@ -146,6 +158,9 @@ class Trainer:
             with contextlib.suppress(Exception):
                 self.log.close()
             raise
+        finally:
+            if self.segmentations is not None:
+                self.segmentations.close()
         return self._finish()
 
     def _elapsed(self) -> float:
@@ -164,6 +179,9 @@ class Trainer:
 
     def _run_epoch(self) -> None:
         """The rest of the current epoch's batches (this process's share), in its seeded order."""
+        if self.segmentations is not None:
+            src, tgt, self.epoch_guidance = self.segmentations.get(self.state.epoch)
+            self.sampler.use_ids(src, tgt)
         for index in dist.shard(self.sampler.batches(self.state.epoch), self.world)[self.state.batch_in_epoch :]:
             self._train_on(index)
             if self.state.stop:
@@ -181,8 +199,8 @@ class Trainer:
             seconds = dist.longest(self._elapsed(), self.world) if self.budget.max_seconds else 0.0
             self.budget.apply(self.optimizer, st.step, seconds)
         batch = self.sampler.collate(index)
-        if self.guidance is not None:
-            batch.guide = self.guidance.batch(index, batch.src.size(1), batch.tgt_in.size(1))
+        if self.epoch_guidance is not None:
+            batch.guide = self.epoch_guidance.batch(index, batch.src.size(1), batch.tgt_in.size(1))
         result = train_step(self.model, self.optimizer, batch.to(self.device), tc.label_smoothing, tc.clip_grad_norm, self.forward,
                             self.cast, lambda bad: dist.any_rank(bad, self.world), guide_weight(tc.guided_alignment, st.step))
         if self.ema is not None and result.finite:
