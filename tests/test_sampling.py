@@ -82,7 +82,7 @@ def test_training_with_sampling_resumes_exactly_and_differs_from_training_withou
     gold = workdir / "toy"  # toy_grammar writes its gold links beside its text; guide toward them
     base = toy_overrides(workdir, task="grammar", n_train=100) + [
         "data.batch_tokens=300", "train.schedule=plateau", "train.valid_every=5", "train.test_at_end=false",
-        "train.early_stopping_patience=100", "data.sampling_alpha=0.5", "data.sampling_nbest=-1"]
+        "train.early_stopping_patience=100", "data.sampling_alpha=0.5", "data.sampling_nbest=-1", "log.attention_examples=0"]
     cfg = compose_config(base + ["train.max_steps=20"])
     prepare(cfg.data)
     guide = ["train.guided_alignment.weight=0.5", f"train.guided_alignment.alignments={next(gold.rglob('train.gold'))}"]

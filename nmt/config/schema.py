@@ -290,6 +290,11 @@ class TrainConfig:
     # Besides best.pt and last.pt, keep the weights of the last K validations (checkpoints/step-N.pt),
     # for `scripts/average_checkpoints.py`; 0 = none.
     keep_checkpoints: int = num(0, ge=0)
+    # When training ends, best.pt becomes the best of: the best validation's weights, the last weights
+    # and (keep_checkpoints >= 2) the kept ones' average, by validation BLEU decoded as `select_decode`
+    # says (beam 5, as nmt.evaluate decodes); metrics.json says which (nmt.training.selection).
+    select_at_end: bool = False
+    select_decode: DecodeConfig = field(default_factory=DecodeConfig)
     # Train this many models at once, one process each (seeds seed, seed+1, ...; train.threads each,
     # 0 = the cores shared out), and decode them as an ensemble (nmt.training.side_by_side); 1 = one model.
     # The preset +experiment=cpu_ensemble trains two (docs/results.md measures it).

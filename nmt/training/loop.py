@@ -48,6 +48,7 @@ from nmt.training.resume import (
     rng_state,
 )
 from nmt.training.schedule import BudgetSchedule, budget_steps
+from nmt.training.selection import select_best
 from nmt.training.step import StepResult, train_step
 from nmt.training.validation import attention_examples, check_gold, validate
 
@@ -304,7 +305,8 @@ class Trainer:
             return st
         log.info("stopped after %d steps (%.1f min): %s; best valid BLEU %.2f at step %s",
                  st.step, st.minutes, st.stop, st.best_bleu, st.best.get("step"))
-        write_metrics(self.cfg, self.run_dir, st, self.n_params, self.log.median_speed, digests)
+        selection = select_best(self.cfg, self.run_dir / "checkpoints") if self.cfg.train.select_at_end and st.best else None
+        write_metrics(self.cfg, self.run_dir, st, self.n_params, self.log.median_speed, digests, selection)
         return st
 
 

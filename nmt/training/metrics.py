@@ -26,16 +26,19 @@ def run_choices(cfg: Config) -> dict[str, str]:
             "variant": {"hard": att.hard_estimator.value, "local": att.local.value}.get(att.mode.value, "")}
 
 
-def write_metrics(cfg: Config, run_dir: Path, state: TrainingState, n_params: int, tokens_per_s: float, digests: list[str]) -> None:
+def write_metrics(cfg: Config, run_dir: Path, state: TrainingState, n_params: int, tokens_per_s: float, digests: list[str],
+                  selection: dict[str, Any] | None = None) -> None:
     """Write `{run_dir}/metrics.json`; with `train.test_at_end`, evaluate the best checkpoint on
     the test split (and its alignments, when the corpus has gold ones or the aligner's links). `digests`: each training
-    process's parameter digest (all equal when the data-parallel replicas stayed in sync)."""
+    process's parameter digest (all equal when the data-parallel replicas stayed in sync); `selection`: how
+    best.pt was chosen at the end (`nmt.training.selection`), if it was."""
     metrics: dict[str, Any] = {
         **run_choices(cfg), "steps": state.step, "epochs": state.epoch, "minutes": round(state.minutes, 2),
         "tokens_per_s": round(tokens_per_s, 1), "parameters": n_params, "stop": state.stop,
         "skipped_steps": state.skipped_steps,
         "processes": {"count": len(digests), "replicas_identical": len(set(digests)) == 1, "parameter_sha1": digests},
         "valid": state.best,
+        **({"selection": selection} if selection else {}),
     }
     if cfg.train.test_at_end and state.best:
         metrics["test"] = test_report(cfg, run_dir)

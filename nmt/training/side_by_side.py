@@ -76,6 +76,7 @@ def member_config(cfg: Config, k: int) -> Config:
     tc.device = member_device(cfg.train.device, k)
     tc.progress = False
     tc.test_at_end = False
+    tc.select_at_end = False  # the ensemble chooses its own best.pt (write_ensemble)
     if tc.resume not in ("", "auto"):
         tc.resume = str(member_dir(Path(tc.resume), k))
     return member
