@@ -56,6 +56,8 @@ def runs(guide_weights: list[float]) -> dict[str, list[str]]:
     for weight in guide_weights:
         grid[f"additive-soft-guided-{weight:g}"] = [f"train.guided_alignment.weight={weight:g}"]
     grid["reverse-en-de"] = ["data=multi30k_en_de"]  # the default model, trained the other way
+    # Luong et al.'s own local-p: the general score with the current state as query (input feeding), not s_{i-1}
+    grid["luong_local_p"] = ["model/attention=luong_local_p"]
     return grid
 
 
@@ -63,7 +65,7 @@ def run_order(names: list[str]) -> list[str]:
     """The runs that answer the study's main questions first (the default, Luong's predictive local attention
     with the general score, the default's remedies), then the grid mode by mode, soft first and REINFORCE
     last, so that a study stopped part-way has its most telling rows."""
-    first = [DEFAULT, "general-local_p", "reverse-en-de", *(n for n in names if n.startswith(f"{DEFAULT}-guided"))]
+    first = [DEFAULT, "general-local_p", "luong_local_p", "reverse-en-de", *(n for n in names if n.startswith(f"{DEFAULT}-guided"))]
     grid = sorted((n for n in names if n not in first and n.count("-") == 1),
                   key=lambda n: (MODE_ORDER.index(n.split("-")[1]), SCORES.index(n.split("-")[0])))
     return first + grid + [n for n in names if n not in first and n not in grid]
@@ -218,7 +220,9 @@ forced word alignment scored against eflomal's grow-diag-final-and links (`make 
 *agreement with a statistical aligner*, not against human gold), with the diagonal baseline (target
 word j linked to source word floor((j + 1/2) |src| / |tgt|)) on the same sentences.
 
-{len([r for r in rows if r["status"] == "ok"])} of {len(rows)} runs finished{missing}.
+{len([r for r in rows if r["status"] == "ok"])} of {len(rows)} runs finished{missing}. Every run attends from the previous
+decoder state s_{{i-1}} (Bahdanau's query) except `luong_local_p`, Luong et al.'s own local-p (`model/attention=luong_local_p`:
+the general score, the current state s_i as query, the previous context fed to the cell).
 
 {chr(10).join(lines)}
 
