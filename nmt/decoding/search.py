@@ -242,7 +242,7 @@ def beam_search(
         if len(keep) == 0:
             break
         beams = _advance(beams, keep, scores, rows, tokens, alphas, state, context)
-    return [[Hypothesis(h.ids, h.alignment[:, : int(n)].cpu(), h.score) for h in pool.hyps] for pool, n in zip(pools, src_lens)]
+    return [[Hypothesis(h.ids, h.alignment[:, : int(n)].float().cpu(), h.score) for h in pool.hyps] for pool, n in zip(pools, src_lens)]
 
 
 def greedy_search(model: Decodable, src: torch.Tensor, src_lens: torch.Tensor, ratio: float = 1.5, extra: int = 10) -> list[Hypothesis]:

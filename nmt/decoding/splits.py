@@ -13,6 +13,7 @@ from nmt.data.prepare import truncate_sources
 from nmt.data.tokenizer import Tokenizer
 from nmt.decoding.search import Hypothesis, beam_search
 from nmt.model.ensemble import DecodingModel
+from nmt.system.runtime import autocast_dtype
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,9 @@ def search_batch(
     """src (B, S), src_lens (B,) -> the n_best hypotheses of each sentence, best first. Beam size 1
     is greedy search: the length penalty (`alpha`) only applies to a real beam."""
     alpha = opts.alpha if opts.beam_size > 1 else 0.0
-    return beam_search(model, src, src_lens, opts.beam_size, alpha, opts.max_len_ratio, opts.max_len_extra, n_best)
+    cast = autocast_dtype(opts.precision.value, src.device)
+    with torch.autocast(src.device.type, dtype=cast or torch.float32, enabled=cast is not None):
+        return beam_search(model, src, src_lens, opts.beam_size, alpha, opts.max_len_ratio, opts.max_len_extra, n_best)
 
 
 def translate_dataset(

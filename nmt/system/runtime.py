@@ -50,7 +50,7 @@ def configure_allocator() -> None:
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype of `train.precision` on `device` (None: plain fp32).
+    """The autocast dtype of `train.precision` or `decode.precision` on `device` (None: plain fp32).
     `auto` is bf16 on CUDA (tensor cores) and fp32 on CPU, where bf16 only pays on CPUs with
     AVX512-BF16/AMX and costs casts everywhere else."""
     if precision == "auto":

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Decoding speed: sentences/s of greedy and beam-5 search on a split (default: the 1,000
 test_2016_flickr sentences), median of several runs, for a checkpoint (default: the newest run's
-best.pt). Prints one JSON line.
+best.pt), with the BLEU of what it decoded. Prints one JSON line.
 
-    python scripts/bench/bench_decode.py [--ckpt PATH] [--runs 3] [--beam 5] [--threads 0]
+    python scripts/bench/bench_decode.py [--ckpt PATH] [--runs 3] [--beam 5] [--threads 0] [--precision fp32|bf16]
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import json
 import statistics
 import time
 
+import sacrebleu
 import torch
 
-from nmt.config.schema import DecodeConfig
+from nmt.config.schema import DecodeConfig, Precision
 from nmt.data.corpus import load_split
 from nmt.data.prepare import encode_pairs
 from nmt.decoding.splits import translate_dataset
@@ -35,6 +36,8 @@ def main() -> None:
     parser.add_argument("--max-len-ratio", type=float, default=1.5)
     parser.add_argument("--max-len-extra", type=int, default=10)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument("--precision", choices=[p.value for p in Precision], default="auto",
+                        help="decode.precision: the search's matrix products (auto: fp32 on CPU)")
     args = parser.parse_args()
     configure_allocator()
     set_threads(args.threads)
@@ -44,19 +47,20 @@ def main() -> None:
     ds = encode_pairs(raw, src_tok, tgt_tok, f"bench-{args.split}-{len(raw)}")
     result: dict[str, object] = {
         "checkpoint": ckpt, "sentences": len(ds), "runs": args.runs, "threads": torch.get_num_threads(),
-        "machine": machine_description(),
+        "machine": machine_description(), "precision": args.precision,
     }
     for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
         times = []
         for _ in range(args.runs):
             start = time.perf_counter()
             opts = DecodeConfig(beam_size=beam, alpha=args.alpha, max_len_ratio=args.max_len_ratio, max_len_extra=args.max_len_extra,
-                                batch_tokens=args.batch_tokens)
-            _, hyps = translate_dataset(model, ds, tgt_tok, opts, torch.device("cpu"), args.batch_sentences)
+                                batch_tokens=args.batch_tokens, precision=Precision(args.precision))
+            texts, hyps = translate_dataset(model, ds, tgt_tok, opts, torch.device("cpu"), args.batch_sentences)
             times.append(time.perf_counter() - start)
         result[f"{name}_sentences_per_s"] = round(len(ds) / statistics.median(times), 1)
         result[f"{name}_seconds"] = [round(t, 2) for t in times]
         result[f"{name}_mean_output_tokens"] = round(sum(len(h.ids) for h in hyps) / len(hyps), 1)
+        result[f"{name}_bleu"] = round(sacrebleu.corpus_bleu(texts, [list(raw["tgt"])]).score, 2)
     print(json.dumps(result))
 
 
