@@ -95,21 +95,19 @@ def machine(run_dir: Path) -> str:
     return path.read_text().strip() if path.is_file() else "not recorded"
 
 
-def symmetrised(out: Path) -> dict[str, dict[str, float]]:
-    """Two-direction agreement of the default model: its links and the en-de model's, combined."""
-    results: dict[str, dict[str, float]] = {}
+def symmetrised(out: Path) -> dict[str, Any]:
+    """Two-direction agreement of the default model: its links and the en-de model's, each alone and
+    combined (one `nmt.align ... align.reverse_ckpt=...`, whose scores.json holds every method) ->
+    {"methods": {name: precision, recall, aer}, "best": name}, or {} while a run is missing."""
     if not all((out / name / "checkpoints" / "best.pt").is_file() for name in (DEFAULT, "reverse-en-de")):
-        return results  # the page says these runs are still missing
-    for method in ("gdfa", "intersection"):
-        target = out / f"agreement-{method}"
-        if not (target / "scores.json").is_file():
-            subprocess.run([sys.executable, "-m", "nmt.align", f"ckpt={out / DEFAULT / 'checkpoints' / 'best.pt'}", "split=test",
-                            f"align.reverse_ckpt={out / 'reverse-en-de' / 'checkpoints' / 'best.pt'}", f"align.symmetrize={method}",
-                            f"align.out={target}", "align.heatmaps=0"], cwd=ROOT, check=True, capture_output=True)
-        scores = json.loads((target / "scores.json").read_text())
-        results[method] = {"aer": scores["aer"], "precision": scores["precision"], "recall": scores["recall"],
-                           "reverse_aer": scores["directions"]["reverse"]["aer"]}
-    return results
+        return {}  # the page says these runs are still missing
+    target = out / "agreement"
+    if not (target / "scores.json").is_file():
+        subprocess.run([sys.executable, "-m", "nmt.align", f"ckpt={out / DEFAULT / 'checkpoints' / 'best.pt'}", "split=test",
+                        f"align.reverse_ckpt={out / 'reverse-en-de' / 'checkpoints' / 'best.pt'}", f"align.out={target}",
+                        "align.heatmaps=0"], cwd=ROOT, check=True, capture_output=True)
+    scores = json.loads((target / "scores.json").read_text())
+    return {"methods": scores["methods"], "best": scores["best"]}
 
 
 def collect(out: Path, names: list[str]) -> list[dict[str, Any]]:
@@ -174,12 +172,12 @@ def budget_sentence(ok: list[dict[str, Any]]) -> str:
     default = next((r for r in ok if r["run"] == DEFAULT), None)
     reached = (f"; with it the default model (`{DEFAULT}`) reaches {fmt(default['bleu'])} test BLEU greedy, where 60 minutes "
                f"of training on both cores reach 39.17 ([results.md](results.md))" if default else "")
-    sharing = "two runs at a time, one core each" if threads == [1] else f"runs with {'/'.join(map(str, threads))} threads"
-    return (f"{sharing}: a median of {minutes:.1f} minutes of training per run, "
-            f"{where} (a step budget, so that what a run learns does not depend on what shares the machine){reached}")
+    sharing = "Two runs at a time, one core each" if threads == [1] else f"Runs with {'/'.join(map(str, threads))} threads"
+    return (f"{sharing}: a median of {minutes:.1f} minutes of training per run, {where}. It is a step budget, so that "
+            f"what a run learns does not depend on what shares the machine{reached}")
 
 
-def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, dict[str, float]], steps: int, docs: Path,
+def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, Any], steps: int, docs: Path,
                explored: bool = False) -> None:
     ok = [r for r in rows if r["status"] == "ok" and not r["run"].startswith("reverse")]
     header = ("| run | score | mode | variant | BLEU | chrF | entropy | Kendall tau | AER vs eflomal | diagonal AER "
@@ -195,10 +193,9 @@ def write_page(out: Path, rows: list[dict[str, Any]], agreement: dict[str, dict[
     best_aer = min(ok, key=lambda r: r["aer"])
     best_bleu = max(ok, key=lambda r: r["bleu"])
     below_diagonal = [r["run"] for r in ok if r["aer"] < r["diagonal_aer"]]
-    agree = (f"""grow-diag-final-and AER {fmt(agreement['gdfa']['aer'], 3)} (precision {fmt(agreement['gdfa']['precision'], 3)},
-recall {fmt(agreement['gdfa']['recall'], 3)}), intersection AER {fmt(agreement['intersection']['aer'], 3)}
-(precision {fmt(agreement['intersection']['precision'], 3)}); the en-de model alone
-{fmt(agreement['gdfa']['reverse_aer'], 3)}.""" if agreement else "not run yet.")
+    methods = agreement.get("methods", {})
+    agree = (", ".join(f"{name} AER {fmt(m['aer'], 3)} (precision {fmt(m['precision'], 3)}, recall {fmt(m['recall'], 3)})"
+                       for name, m in methods.items()) + f"; the best: {agreement['best']}." if methods else "not run yet.")
     shown = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     explore_note = f"""
 **Explore them:** [{EXPLORER}]({EXPLORER}) is one offline page (download it and open it in a browser) with
@@ -213,12 +210,14 @@ variants disagree (`python -m nmt.explore {shown}/*/align-test sentences={EXPLOR
 Made by `python scripts/attention_study.py` (runs in `{shown}`; this page, `docs/attention_multi30k.csv` and
 `docs/images/attention_multi30k.png` are its output). Every run is the default model (bi-GRU 256, GRU decoder
 512, embeddings 256, joint sentencepiece 8k) with one attention variant, trained on Multi30k de-en for
-**{steps} steps**, {budget_note}, scored on test_2016_flickr:
+**{steps:,} steps**, scored on test_2016_flickr:
 greedy BLEU and chrF; the attention's mean row entropy (validation, nats); the monotonicity of its
 alignment, Kendall's tau between target order and each target word's most-attended source word; and its
 forced word alignment scored against eflomal's grow-diag-final-and links (`make aligner`; AER of
 *agreement with a statistical aligner*, not against human gold), with the diagonal baseline (target
 word j linked to source word floor((j + 1/2) |src| / |tgt|)) on the same sentences.
+
+**The budget.** {budget_note}.
 
 {len([r for r in rows if r["status"] == "ok"])} of {len(rows)} runs finished{missing}. Every run attends from the previous
 decoder state s_{{i-1}} (Bahdanau's query) except `luong_local_p`, Luong et al.'s own local-p (`model/attention=luong_local_p`:
