@@ -29,6 +29,7 @@ HOMONYMS = {
     "device": "training device (train) / the device a command runs on", "max_len": "toy sentence words / subword filter",
     "output": "hypotheses file (evaluate) / translations file (translate)", "seed": "run / toy corpus / adaptation",
     "lr": "training's peak rate / adaptation's rate (align.adapt)",
+    "precision": "training's matrix products (train) / a search's (decode)",
     "train": "the training section / the training split's file prefix",
 }
 
