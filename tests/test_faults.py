@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import torch
@@ -21,7 +23,8 @@ from support import ROOT, assert_user_error, cli, compose_config, toy_overrides
 from nmt.model.checkpoint import load_checkpoint, save_checkpoint
 from nmt.system.errors import UserError
 from nmt.system.files import atomic_write_text, temporary_dir
-from nmt.training.processes import exit_status, run_members
+from nmt.training.interrupts import stop_on
+from nmt.training.processes import STOP_WAIT_S, _where, exit_status, run_members
 
 RUN = ["train.max_steps=4", "train.valid_every=2", "train.test_at_end=false", "log.attention_examples=1"]
 
@@ -147,16 +150,30 @@ def test_a_checkpoint_that_does_not_fit_on_the_disk_is_one_error_and_the_old_one
 # --- Ctrl-C -----------------------------------------------------------------------------------
 
 
-def _interrupt(cmd: list[str], run_dir: Path, ready: str, group: bool) -> subprocess.CompletedProcess[str]:
-    """Start `cmd`, wait until `ready` is in the run's log, then Ctrl-C it (SIGINT to its process
-    group, as a terminal sends it, or to its process alone)."""
+def _spawned_models(pid: int) -> int:
+    """How many of process `pid`'s children are a model's interpreter (spawned: `spawn_main`)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return sum(b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes() for child in children
+               if Path(f"/proc/{child}/cmdline").exists())
+
+
+def _interrupt(cmd: list[str], run_dir: Path, ready: str | None, group: bool) -> subprocess.CompletedProcess[str]:
+    """Start `cmd`, wait until `ready` is in the run's log (or, if None, until both of the ensemble's
+    models' interpreters are started: they are still importing), then Ctrl-C it (SIGINT to its
+    process group, as a terminal sends it, or to its process alone)."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 180
     logs = [run_dir / "train.log", *(run_dir / f"model{k}" / "train.log" for k in range(2))]
-    while not any(log.is_file() and ready in log.read_text() for log in logs):
+
+    def is_ready() -> bool:
+        if ready is None:
+            return _spawned_models(proc.pid) == 2
+        return any(log.is_file() and ready in log.read_text() for log in logs)
+
+    while not is_ready():
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.1)
-    time.sleep(0.5)
+        time.sleep(0.005 if ready is None else 0.1)
+    time.sleep(0 if ready is None else 0.5)
     os.killpg(proc.pid, signal.SIGINT) if group else proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(cmd, proc.returncode, "", err)
@@ -192,6 +209,44 @@ def test_ctrl_c_stops_every_model_of_an_ensemble_in_one_line(workdir: Path, grou
     for k in range(2):
         assert "interrupted at step" in (run / f"model{k}" / "train.log").read_text().strip().splitlines()[-1]
     assert (run / "train.log").read_text().strip().splitlines()[-1].endswith(lines[0])
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_models_start_stops_them_in_one_line(workdir: Path) -> None:
+    """The stop reaches models whose interpreters are still starting: it is held until each can
+    take it (it once killed them by its signal, or left a traceback)."""
+    run = workdir / "run"
+    proc = _interrupt(long_run(workdir, run, ["train.ensemble_size=2"]), run, None, group=False)
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["interrupted: model 0 before the first step, model 1 before the first step; nothing to resume"], proc.stderr[-3000:]
+    for k in range(2):
+        last = (run / f"model{k}" / "train.log").read_text().strip().splitlines()[-1]
+        assert last.endswith("interrupted before the first step: nothing to resume"), last
+
+
+class _StoppedInAFinaliser:
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGUSR1)  # its KeyboardInterrupt is raised here, where Python cannot raise it
+        time.sleep(0.01)
+
+
+def test_a_stop_lost_in_a_finaliser_outlives_a_nested_block(capsys: pytest.CaptureFixture[str]) -> None:
+    """An ensemble's model is stopped by STOP_SIGNAL around its training's own Ctrl-C block; a stop
+    that landed in a finaliser must still be raised at the next check, inside the inner block."""
+    with stop_on(signal.SIGUSR1) as interrupts:
+        _StoppedInAFinaliser()
+        assert interrupts.requested
+        with stop_on(signal.SIGINT), pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+    with stop_on(signal.SIGINT) as fresh:
+        fresh.check()  # a block of its own starts with no request
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_model_that_does_not_stop_is_said_to_have_been_terminated() -> None:
+    assert _where(cast(Any, SimpleNamespace(exitcode=None)), None) == f"did not stop within {STOP_WAIT_S} s and was terminated"
+    assert _where(cast(Any, SimpleNamespace(exitcode=0)), None) == "finished"
 
 
 # --- closed and broken streams ------------------------------------------------------------------
@@ -295,7 +350,6 @@ def _die_by_sigkill() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 @pytest.mark.slow
-
 def test_a_killed_model_of_an_ensemble_is_named_by_its_signal(workdir: Path) -> None:
     cfg = compose_config(toy_overrides(workdir, task="copy", n_train=100))
     with pytest.raises(UserError, match=r"^model 0 of the ensemble failed: killed by signal 9 \(SIGKILL\) \(its log: "):

@@ -23,6 +23,7 @@ class Interrupts:
 
     def __init__(self) -> None:
         self.requested = False
+        self.depth = 0  # `stop_on` blocks open: an inner one keeps the outer one's request
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """A signal handler: ask to stop, now and (if this one is lost) at the next `check`."""
@@ -45,17 +46,22 @@ INTERRUPTS = Interrupts()
 
 @contextlib.contextmanager
 def stop_on(signum: int = signal.SIGINT) -> Iterator[Interrupts]:
-    """Inside: `signum` stops training through INTERRUPTS (a fresh request). A signal the process
-    ignores (an ensemble's models ignore Ctrl-C: their parent stops them) stays ignored; outside
-    the main thread nothing is installed."""
-    INTERRUPTS.requested = False
+    """Inside: `signum` stops training through INTERRUPTS (a fresh request, unless this block is
+    inside another: an ensemble's model is stopped by STOP_SIGNAL around the Ctrl-C block of its
+    training, and a request the outer block caught in a finaliser must not be forgotten). A signal
+    the process ignores (an ensemble's models ignore Ctrl-C: their parent stops them) stays
+    ignored; outside the main thread nothing is installed."""
+    if INTERRUPTS.depth == 0:
+        INTERRUPTS.requested = False
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signum) == signal.SIG_IGN:
         yield INTERRUPTS
         return
     previous, previous_hook = signal.signal(signum, INTERRUPTS.handle), sys.unraisablehook
     sys.unraisablehook = INTERRUPTS._unraisable
+    INTERRUPTS.depth += 1
     try:
         yield INTERRUPTS
     finally:
+        INTERRUPTS.depth -= 1
         signal.signal(signum, previous)
         sys.unraisablehook = previous_hook

@@ -1,7 +1,8 @@
 """The processes of an ensemble's models: started side by side (spawned), watched, and stopped
 together. A model that fails fails the run with its one-line reason (or how its process died);
 Ctrl-C reaches the ensemble's process alone (the models are started ignoring it), which stops
-every model where it is with STOP_SIGNAL, once; a model dies with the ensemble's process (Linux).
+every model where it is with STOP_SIGNAL, once (held until a model that is still starting can
+take it); a model dies with the ensemble's process (Linux).
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from typing import Any
 from nmt.config.schema import Config
 from nmt.system.errors import Interrupted, UserError
 from nmt.training.interrupts import stop_on
-from nmt.training.session import train
+from nmt.training.session import BEFORE_THE_FIRST_STEP, NOTHING_TO_RESUME, train
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # prctl(2)
 STOP_SIGNAL = signal.SIGUSR1  # the ensemble's process to a model's: stop as Ctrl-C would
+STOP_WAIT_S = 60  # how long a stopped model may take to write its last checkpoint
 
 
 def member_dir(run_dir: Path, k: int) -> Path:
@@ -57,18 +59,28 @@ def _die_with_parent(parent: int) -> None:
 def _train_member(cfg: Config, run_dir: Path, k: int, errors: Any, parent: int, set_up: Callable[[], None] | None) -> None:
     """The body of model k's process (spawned: a fresh interpreter, so no state is shared);
     `set_up` (picklable) prepares the process as the command line prepared the ensemble's. It
-    ignores Ctrl-C (started so): the ensemble's process stops it with STOP_SIGNAL, once."""
+    ignores Ctrl-C (started so): the ensemble's process stops it with STOP_SIGNAL, once. That
+    signal comes blocked (see `run_members`) and is let through once its handler is in place, so
+    that a stop sent while this interpreter started is held, not lost or fatal."""
     _die_with_parent(parent)
     _log_to(run_dir / "train.log", k)
-    if set_up is not None:
-        set_up()
     try:
         with stop_on(STOP_SIGNAL):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {STOP_SIGNAL, signal.SIGINT})  # SIGINT stays ignored
+            if set_up is not None:
+                set_up()
             train(cfg, run_dir)
+    except KeyboardInterrupt:  # before `train` took Ctrl-C over
+        _report(errors, k, Interrupted(BEFORE_THE_FIRST_STEP))
     except UserError as err:
-        (log.warning if isinstance(err, Interrupted) else log.error)("%s", err)
-        errors.put((k, str(err)))
-        raise SystemExit(err.exit_code) from None
+        _report(errors, k, err)
+
+
+def _report(errors: Any, k: int, err: UserError) -> None:
+    """Log why model k stopped, tell the ensemble's process in one line, and exit with its code."""
+    (log.warning if isinstance(err, Interrupted) else log.error)("%s", err)
+    errors.put((k, str(err)))
+    raise SystemExit(err.exit_code)
 
 
 def exit_status(code: int | None) -> str:
@@ -111,12 +123,18 @@ def run_members(configs: list[Config], run_dir: Path, set_up: Callable[[], None]
         for k, cfg in enumerate(configs)
     ]
     try:
-        default = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited: a terminal's Ctrl-C reaches this process alone
+        # Both inherited by the models: Ctrl-C ignored (a terminal's reaches this process alone) and
+        # STOP_SIGNAL blocked (held until a model can take it). SIGINT is blocked here too, so that a
+        # Ctrl-C while the models start is held for this process (Linux keeps a blocked signal
+        # pending even while it is ignored), not lost.
+        default = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {STOP_SIGNAL, signal.SIGINT})
         try:
             for proc in procs:
                 proc.start()
         finally:
             signal.signal(signal.SIGINT, default)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         running = list(procs)
         while running:
             wait([p.sentinel for p in running])
@@ -146,11 +164,20 @@ def _stopped(procs: list[BaseProcess], reports: _Reports, run_dir: Path) -> Inte
         if proc.is_alive() and proc.pid is not None:
             os.kill(proc.pid, STOP_SIGNAL)
     for proc in procs:
-        proc.join(timeout=60)
-    where = []
-    for k, proc in enumerate(procs):
-        said = reports.of(k, wait_s=0.5) if proc.exitcode == Interrupted.exit_code else None
-        step = said.split(";")[0].removeprefix("interrupted ") if said else exit_status(proc.exitcode) if proc.exitcode else "finished"
-        where.append(f"model {k} {step}")
+        proc.join(timeout=STOP_WAIT_S)
+    where = [_where(proc, reports.of(k, wait_s=0.5) if proc.exitcode == Interrupted.exit_code else None)
+             for k, proc in enumerate(procs)]
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    return Interrupted(f"interrupted: {', '.join(where)}; resume with train.resume=auto hydra.run.dir={run_dir}")
+    models = ", ".join(f"model {k} {stood}" for k, stood in enumerate(where))
+    if all(stood.endswith(NOTHING_TO_RESUME) for stood in where):
+        return Interrupted(f"interrupted: {models.replace(NOTHING_TO_RESUME, '')}; nothing to resume")
+    return Interrupted(f"interrupted: {models}; resume with train.resume=auto hydra.run.dir={run_dir}")
+
+
+def _where(proc: BaseProcess, said: str | None) -> str:
+    """Where a stopped model stood, from what it said ("at step 29") or how its process ended."""
+    if said:
+        return said.split(";")[0].removeprefix("interrupted ")
+    if proc.exitcode is None:  # `run_members` terminates it
+        return f"did not stop within {STOP_WAIT_S} s and was terminated"
+    return exit_status(proc.exitcode) if proc.exitcode else "finished"

@@ -15,11 +15,14 @@ from nmt.training.interrupts import stop_on
 from nmt.training.loop import Trainer
 from nmt.training.resume import TrainingState, check_continuable, hold_run_dir
 
+NOTHING_TO_RESUME = ": nothing to resume"  # how a training stopped before its first checkpoint ends its line
+BEFORE_THE_FIRST_STEP = f"interrupted before the first step{NOTHING_TO_RESUME}"
+
 
 def interrupted(run_dir: Path, step: int, saved_step: int | None) -> Interrupted:
     """What a training stopped by Ctrl-C says: where it stopped, and how to continue."""
     if saved_step is None:
-        return Interrupted(f"interrupted at step {step}, before its first checkpoint: nothing to resume")
+        return Interrupted(f"interrupted at step {step}, before its first checkpoint{NOTHING_TO_RESUME}")
     return Interrupted(f"interrupted at step {step}; resume with train.resume=auto hydra.run.dir={run_dir} "
                        f"(it continues from checkpoints/last.pt, step {saved_step})")
 
@@ -34,24 +37,24 @@ def train(cfg: Config, run_dir: Path, on_start: Callable[[], None] | None = None
         raise UserError(f"train.ensemble_size={cfg.train.ensemble_size}: nmt.training.loop.train trains one model; "
                         "nmt.training.ensemble.train_ensemble trains ensembles")
     run_dir = Path(run_dir)
-    with hold_run_dir(run_dir):
-        if dist.env_rank() == 0:
-            check_continuable(cfg, run_dir)
-        seed_everything(cfg.seed)
-        configure_allocator()
-        set_threads(cfg.train.threads)
-        world = dist.init_world(resolve_device(cfg.train.device))
-        trainer: Trainer | None = None
-        try:
-            with stop_on(signal.SIGINT):
+    trainer: Trainer | None = None
+    try:  # from the first instant: a Ctrl-C while the process is set up ends in one line too
+        with stop_on(signal.SIGINT), hold_run_dir(run_dir):
+            if dist.env_rank() == 0:
+                check_continuable(cfg, run_dir)
+            seed_everything(cfg.seed)
+            configure_allocator()
+            set_threads(cfg.train.threads)
+            world = dist.init_world(resolve_device(cfg.train.device))
+            try:
                 trainer = Trainer(cfg, run_dir, world)
                 trainer.resume()
                 if on_start is not None:
                     on_start()
                 return trainer.run()
-        except KeyboardInterrupt:
-            if trainer is None:
-                raise Interrupted("interrupted before the first step: nothing to resume") from None
-            raise interrupted(run_dir, trainer.state.step, trainer.saved_step) from None
-        finally:
-            dist.shutdown(world)
+            finally:
+                dist.shutdown(world)
+    except KeyboardInterrupt:
+        if trainer is None:
+            raise Interrupted(BEFORE_THE_FIRST_STEP) from None
+        raise interrupted(run_dir, trainer.state.step, trainer.saved_step) from None
