@@ -69,7 +69,7 @@ def adapt(
     adapted = copy.deepcopy(model).to(device).train()
     optimizer = torch.optim.Adam(adapted.parameters(), lr=budget.lr)
     sampler = BatchSampler(ds, budget.batch_tokens, shuffle=True, seed=budget.seed)
-    guidance = Guidance(ds, src_tok, tgt_tok, links) if links is not None and budget.guide_weight > 0 else None
+    guidance = Guidance.of_split(ds, src_tok, tgt_tok, links) if links is not None and budget.guide_weight > 0 else None
     started, step, epoch = time.monotonic(), 0, 0
     while True:
         window: list[tuple[float, float, int]] = []  # (loss, guided loss, tokens) of this epoch's steps

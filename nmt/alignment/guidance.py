@@ -46,17 +46,22 @@ class Guidance:
     """The attention targets of every row of an encoded (filtered) training split, whose `line`
     column gives the line of the alignment file each row comes from."""
 
-    def __init__(self, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, links: list[set[Link]]) -> None:
-        self.tokenizers, self.links, self.lines = (src_tok, tgt_tok), links, ds.data.column("line").to_numpy()
-        self.rows = self._targets(RaggedIds.of_column(ds, "src_ids"), RaggedIds.of_column(ds, "tgt_ids"), warn=True)
+    def __init__(self, tokenizers: tuple[Tokenizer, Tokenizer], links: list[set[Link]], lines: np.ndarray,
+                 src: RaggedIds, tgt: RaggedIds, warn: bool = True) -> None:
+        """`lines[k]`: the line of `links` that row k (`src[k]`, `tgt[k]`) comes from."""
+        self.tokenizers, self.links, self.lines = tokenizers, links, lines
+        self.rows = self._targets(src, tgt, warn)
+
+    @classmethod
+    def of_split(cls, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, links: list[set[Link]]) -> Guidance:
+        """The targets of an encoded split's rows (its `src_ids`, `tgt_ids` and `line` columns)."""
+        return cls((src_tok, tgt_tok), links, ds.data.column("line").to_numpy(),
+                   RaggedIds.of_column(ds, "src_ids"), RaggedIds.of_column(ds, "tgt_ids"))
 
     def for_ids(self, src: RaggedIds, tgt: RaggedIds) -> Guidance:
         """The same links' targets for other segmentations of the same rows (`nmt.data.sampling`):
         the links name words, which every segmentation keeps."""
-        other = object.__new__(Guidance)
-        other.tokenizers, other.links, other.lines = self.tokenizers, self.links, self.lines
-        other.rows = other._targets(src, tgt, warn=False)
-        return other
+        return Guidance(self.tokenizers, self.links, self.lines, src, tgt, warn=False)
 
     def _targets(self, src: RaggedIds, tgt: RaggedIds, warn: bool) -> list[np.ndarray]:
         src_tok, tgt_tok = self.tokenizers
@@ -90,7 +95,7 @@ def build_guidance(cfg: Config, data: PreparedData) -> Guidance:
     if len(links) != data.filter_stats.total:
         raise UserError(f"{path}: {len(links)} lines of alignments for {data.filter_stats.total} training pairs")
     log.info("guided alignment toward %s (weight %g)", path, opts.weight)
-    return Guidance(data.split("train"), data.src_tokenizer, data.tgt_tokenizer, links)
+    return Guidance.of_split(data.split("train"), data.src_tokenizer, data.tgt_tokenizer, links)
 
 
 def guide_weight(opts: GuidedAlignmentConfig, step: int) -> float:
