@@ -230,7 +230,8 @@ the general score, the current state s_i as query, the previous context fed to t
 {agree}
 
 Lowest AER: `{best_aer['run']}` ({fmt(best_aer['aer'], 3)}); highest BLEU: `{best_bleu['run']}` ({fmt(best_bleu['bleu'])}).
-Variants whose attention agrees with eflomal better than the diagonal line: {len(below_diagonal)} of {len(ok)}.
+Runs whose attention agrees with eflomal better than the diagonal line: {len(below_diagonal)} of {len(ok)}
+({', '.join(f"`{name}`" for name in below_diagonal) or 'none'}).
 
 ![The same test sentence under every variant](images/attention_multi30k.png)
 
