@@ -29,7 +29,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, Path, Path]:
     base = toy_overrides(workdir, task="copy", n_train=600) + RUN
     cfg = compose_config(base + ["train.max_steps=60", "train.select_at_end=true"])
     train(cfg, workdir / "run")
-    train(compose_config(base + ["train.max_steps=5"]), workdir / "early")
+    train(compose_config(base + ["train.max_steps=5", "train.select_at_end=false"]), workdir / "early")
     return cfg, workdir / "run", workdir / "early"
 
 
@@ -47,7 +47,8 @@ def test_best_pt_is_the_candidate_with_the_best_beam_validation_and_metrics_say_
     assert candidates[chosen]["bleu"] == max(c["bleu"] for c in candidates.values())
     # measured again, independently: best.pt now translates exactly as the chosen candidate did
     assert valid_bleu(run / "checkpoints" / "best.pt", 3) == candidates[chosen]["bleu"]
-    assert "selection" not in json.loads((early / "metrics.json").read_text())  # off by default
+    assert "selection" not in json.loads((early / "metrics.json").read_text())  # switched off
+    assert Config().train.select_at_end and Config().train.keep_checkpoints >= 2  # on by default, with an average
 
 
 def test_a_best_pt_of_weaker_weights_is_replaced_by_the_last_ones(runs: tuple[Config, Path, Path], workdir: Path) -> None:

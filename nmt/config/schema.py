@@ -280,7 +280,7 @@ class TrainConfig:
     log_every: int = num(50, ge=1)
     device: str = "auto"  # auto (CUDA when present, else CPU) | cpu | cuda | cuda:N
     threads: int = num(0, ge=0)  # torch intra-op threads; 0 = all cores
-    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 / fp32 force it (bf16 on CPU needs AVX512-BF16/AMX to pay)
+    # auto: bf16 autocast on CUDA and on a CPU with AVX512-BF16 or AMX-BF16, fp32 on other CPUs; bf16 / fp32 force it
     precision: Precision = Precision.auto
     compile: bool = False  # torch.compile the decoder step (first steps slower while it compiles)
     progress: bool = True
@@ -292,12 +292,12 @@ class TrainConfig:
     # validation, best.pt and every evaluation use it (nmt.training.averaging).
     ema_decay: float = num(0.0, ge=0, lt=1)
     # Besides best.pt and last.pt, keep the weights of the last K validations (checkpoints/step-N.pt),
-    # for `scripts/average_checkpoints.py`; 0 = none.
-    keep_checkpoints: int = num(0, ge=0)
+    # for `scripts/average_checkpoints.py` and the selection below; 0 = none.
+    keep_checkpoints: int = num(4, ge=0)
     # When training ends, best.pt becomes the best of: the best validation's weights, the last weights
     # and (keep_checkpoints >= 2) the kept ones' average, by validation BLEU decoded as `select_decode`
     # says (beam 5, as nmt.evaluate decodes); metrics.json says which (nmt.training.selection).
-    select_at_end: bool = False
+    select_at_end: bool = True
     select_decode: DecodeConfig = field(default_factory=DecodeConfig)
     # Train this many models at once, one process each (seeds seed, seed+1, ...; train.threads each,
     # 0 = the cores shared out), and decode them as an ensemble (nmt.training.side_by_side); 1 = one model.

@@ -90,7 +90,7 @@ class Trainer:
         self.resumed = False
         self.saved_step: int | None = None  # the step of checkpoints/last.pt, once there is one
         self.forward: DistributedDataParallel | None = None
-        self.cast = autocast_dtype(tc.precision.value, self.device)
+        self.cast = autocast_dtype(tc.precision.value, self.device, native_cpu_bf16=True)
         self.started, self.elapsed_before = time.monotonic(), 0.0
 
     def _segmentation(self, epoch: int) -> tuple[RaggedIds, RaggedIds, Guidance | None]:

@@ -147,11 +147,16 @@ def resume_checkpoint(resume: str, run_dir: Path) -> Path | None:
 def held_run(run_dir: Path) -> tuple[int, Path] | None:
     """The trained run `run_dir` holds, if any: (its number of models, a checkpoint of it). An
     ensemble run has a folder model{k} per model; a one-model run its checkpoints/ alone. A folder
-    whose run wrote no checkpoint yet holds nothing a new run could lose."""
-    members = sorted(run_dir.glob("model[0-9]*/checkpoints/*.pt"))
+    whose run wrote no checkpoint yet holds nothing a new run could lose. The checkpoint named is
+    best.pt or last.pt where there is one (what a user knows), before average.pt and step-N.pt."""
+
+    def named_first(path: Path) -> tuple[bool, str]:
+        return path.name not in ("best.pt", "last.pt"), str(path)
+
+    members = sorted(run_dir.glob("model[0-9]*/checkpoints/*.pt"), key=named_first)
     if members:
         return len([p for p in run_dir.glob("model[0-9]*") if p.is_dir()]), members[0]
-    found = sorted((run_dir / "checkpoints").glob("*.pt"))
+    found = sorted((run_dir / "checkpoints").glob("*.pt"), key=named_first)
     return (1, found[0]) if found else None
 
 
