@@ -26,21 +26,52 @@ def test_precision_table() -> None:
     assert autocast_dtype("bf16", cpu) is torch.bfloat16 and autocast_dtype("fp32", cuda) is None
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_training_auto_takes_bf16_on_a_cpu_that_multiplies_it(monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
-    """train.precision=auto: bf16 where the CPU has bf16 matrix instructions, fp32 elsewhere;
-    decoding's auto stays fp32 on every CPU, and an explicit choice is never overridden."""
-    monkeypatch.setattr(runtime.torch.cpu, "get_capabilities", lambda: {"avx512_bf16": native, "amx_bf16": False})
+@pytest.mark.parametrize(("instructions", "speedup", "chosen"), [(True, 1.9, torch.bfloat16), (True, 1.1, None), (False, 0.0, None)])
+def test_training_auto_takes_bf16_where_the_cpu_multiplies_it_faster(
+    monkeypatch: pytest.MonkeyPatch, instructions: bool, speedup: float, chosen: torch.dtype | None
+) -> None:
+    """train.precision=auto on CPU: bf16 only where the CPU has bf16 instructions and its bf16
+    products measure at least BF16_MIN_SPEEDUP x faster; decoding's auto stays fp32 on every CPU,
+    and an explicit choice is never overridden."""
+    monkeypatch.setattr(runtime, "cpu_multiplies_bf16", lambda: instructions)
+    monkeypatch.setattr(runtime, "cpu_bf16_speedup", lambda: speedup)
     cpu = torch.device("cpu")
-    assert runtime.cpu_multiplies_bf16() is native
-    assert autocast_dtype("auto", cpu, native_cpu_bf16=True) is (torch.bfloat16 if native else None)
+    assert autocast_dtype("auto", cpu, measure_cpu=True) is chosen
     assert autocast_dtype("auto", cpu) is None
-    assert autocast_dtype("fp32", cpu, native_cpu_bf16=True) is None
+    assert autocast_dtype("fp32", cpu, measure_cpu=True) is None and autocast_dtype("bf16", cpu) is torch.bfloat16
+    note = runtime.precision_note("auto", cpu, chosen)
+    assert note.startswith("bf16 autocast" if chosen else "fp32") and (f"{speedup:.2f}x" in note) == instructions
 
 
-def test_no_capability_query_means_no_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("flags", [{"avx512_bf16": True}, {"amx_bf16": True}, {"avx512_bf16": False, "amx_bf16": False}, {}])
+def test_bf16_instructions_are_read_from_torchs_capabilities(monkeypatch: pytest.MonkeyPatch, flags: dict[str, bool]) -> None:
+    monkeypatch.setattr(runtime.torch.cpu, "get_capabilities", lambda: flags)
+    assert runtime.cpu_multiplies_bf16() is any(flags.values())
+
+
+def test_no_capability_query_means_no_bf16_and_no_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(runtime.torch.cpu, "get_capabilities")
-    assert runtime.cpu_multiplies_bf16() is False
+    runtime.cpu_bf16_speedup.cache_clear()
+    assert runtime.cpu_multiplies_bf16() is False and runtime.cpu_bf16_speedup() == 0.0
+    runtime.cpu_bf16_speedup.cache_clear()
+
+
+def test_the_speedup_is_a_measured_ratio_of_the_two_precisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    seconds = {torch.float32: 0.03, torch.bfloat16: 0.015}
+    monkeypatch.setattr(runtime, "cpu_multiplies_bf16", lambda: True)
+    monkeypatch.setattr(runtime, "_product_seconds", lambda dtype, repeats: seconds[dtype])
+    runtime.cpu_bf16_speedup.cache_clear()
+    assert runtime.cpu_bf16_speedup() == pytest.approx(2.0)
+    runtime.cpu_bf16_speedup.cache_clear()
+
+
+def test_one_pass_of_the_step_products_is_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_product_seconds really multiplies (in the dtype asked) and returns a positive time."""
+    seen: list[torch.dtype] = []
+    real_mm = torch.mm
+    monkeypatch.setattr(runtime.torch, "mm", lambda a, b: seen.append(a.dtype) or real_mm(a, b))
+    assert runtime._product_seconds(torch.bfloat16, 1) > 0
+    assert seen == [torch.bfloat16] * len(runtime._STEP_PRODUCTS)
 
 
 def test_bf16_autocast_step_matches_fp32_closely() -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import random
 import sys
+import time
 
 import numpy as np
 import torch
@@ -50,8 +52,8 @@ def configure_allocator() -> None:
 
 
 def cpu_multiplies_bf16() -> bool:
-    """Whether this CPU has bf16 matrix instructions (AVX512-BF16 or AMX-BF16), where bf16 autocast
-    makes training's products faster; elsewhere it only adds casts."""
+    """Whether this CPU has bf16 matrix instructions (AVX512-BF16 or AMX-BF16); without them bf16
+    autocast only adds casts."""
     capabilities = getattr(torch.cpu, "get_capabilities", None)  # torch >= 2.9
     if capabilities is None:
         return False
@@ -59,15 +61,62 @@ def cpu_multiplies_bf16() -> bool:
     return bool(found.get("avx512_bf16") or found.get("amx_bf16"))
 
 
-def autocast_dtype(precision: str, device: torch.device, *, native_cpu_bf16: bool = False) -> torch.dtype | None:
+# Products of the shapes a training step is made of (default model, 1,000-token batches): the
+# decoder's per-step recurrent gates (about 64 rows), a layer over all target tokens, and the
+# vocabulary projection; (rows, inner, columns).
+_STEP_PRODUCTS = ((64, 512, 1536), (1000, 768, 512), (1000, 256, 8000))
+BF16_MIN_SPEEDUP = 1.25  # below this, the casts autocast adds around the products eat the gain
+
+
+def _product_seconds(dtype: torch.dtype, repeats: int) -> float:
+    """The fastest of `repeats` passes over _STEP_PRODUCTS, the activations cast to `dtype` inside
+    the pass as autocast casts them (the weights once, as autocast caches them)."""
+    gen = torch.Generator().manual_seed(0)
+    pairs = [(torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen).to(dtype)) for m, k, n in _STEP_PRODUCTS]
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for a, b in pairs:
+            torch.mm(a.to(dtype), b)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_bf16_speedup(repeats: int = 6) -> float:
+    """How much faster this CPU multiplies training's products in bf16 than in fp32 (fp32 time /
+    bf16 time, the best of `repeats` interleaved passes; under half a second). 0 when the CPU
+    has no bf16 instructions (`cpu_multiplies_bf16`). Measured, not read off the flags: an Intel
+    Xeon with AVX512-BF16 trained 59% slower in bf16, an AMD EPYC with it 18% faster
+    (docs/performance.md). Measured once per process."""
+    if not cpu_multiplies_bf16():
+        return 0.0
+    _product_seconds(torch.bfloat16, 1)  # first calls create the kernels
+    _product_seconds(torch.float32, 1)
+    fp32, bf16 = float("inf"), float("inf")
+    for _ in range(3):  # interleaved, so that a slow moment of the host does not decide alone
+        fp32 = min(fp32, _product_seconds(torch.float32, repeats // 3 or 1))
+        bf16 = min(bf16, _product_seconds(torch.bfloat16, repeats // 3 or 1))
+    return fp32 / bf16
+
+
+def autocast_dtype(precision: str, device: torch.device, *, measure_cpu: bool = False) -> torch.dtype | None:
     """The autocast dtype of `train.precision` or `decode.precision` on `device` (None: plain fp32).
-    `auto` is bf16 on CUDA (tensor cores) and fp32 on CPU; with `native_cpu_bf16` (training), bf16
-    also on a CPU that multiplies bf16 natively (`cpu_multiplies_bf16`): 18% more steps in 15
-    minutes on an AVX512-BF16 EPYC at equal BLEU (docs/performance.md)."""
+    `auto` is bf16 on CUDA (tensor cores) and fp32 on CPU; with `measure_cpu` (training), bf16 also
+    on a CPU whose bf16 products measure at least BF16_MIN_SPEEDUP x faster (`cpu_bf16_speedup`)."""
     if precision == "auto":
-        native = device.type == "cuda" or (native_cpu_bf16 and device.type == "cpu" and cpu_multiplies_bf16())
+        native = device.type == "cuda" or (measure_cpu and device.type == "cpu" and cpu_bf16_speedup() >= BF16_MIN_SPEEDUP)
         precision = "bf16" if native else "fp32"
     return {"fp32": None, "bf16": torch.bfloat16}[precision]
+
+
+def precision_note(precision: str, device: torch.device, cast: torch.dtype | None) -> str:
+    """How training's products run, for the log: e.g. "fp32", "bf16 autocast (auto: the CPU's bf16
+    products measured 1.9x faster than fp32)"."""
+    name = "bf16 autocast" if cast is not None else "fp32"
+    if precision != "auto" or device.type != "cpu" or not cpu_multiplies_bf16():
+        return name
+    return f"{name} (auto: the CPU's bf16 products measured {cpu_bf16_speedup():.2f}x as fast as fp32, {BF16_MIN_SPEEDUP}x needed)"
 
 
 def cpu_model() -> str:

@@ -65,7 +65,7 @@ def measure(cfg: Config, steps: int, warmup: int, runs: int, before_timed: Calla
     configure_allocator()
     set_threads(cfg.train.threads)
     device = resolve_device(cfg.train.device)
-    cast = autocast_dtype(cfg.train.precision.value, device, native_cpu_bf16=True)
+    cast = autocast_dtype(cfg.train.precision.value, device, measure_cpu=True)
 
     from nmt.data.prepare import prepare
 
