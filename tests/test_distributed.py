@@ -30,9 +30,11 @@ def test_torchrun_two_processes_keep_identical_replicas_and_write_one_run(workdi
     replicas = metrics["processes"]
     assert replicas["count"] == 2 and replicas["replicas_identical"]
     assert len(set(replicas["parameter_sha1"])) == 1
-    # One set of outputs: one event file, one log, the two checkpoints; no stray rank folders left.
+    # One set of outputs: one event file, one log, one run's checkpoints (best, last, the two kept
+    # validations' and their average, train.select_at_end); no stray rank folders left.
     assert len(list((run_dir / "tensorboard").glob("events.out.tfevents.*"))) == 1
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.pt", "last.pt"]
+    kept = ["average.pt", "best.pt", "last.pt", "step-0000003.pt", "step-0000006.pt"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt")) == kept
     log = (run_dir / "train.log").read_text()
     assert "2 process(es)" in log and log.count("step 3 valid:") == 1
     assert len(load_checkpoint(run_dir / "checkpoints" / "last.pt").rng or []) == 2  # each rank's generators

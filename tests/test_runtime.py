@@ -26,23 +26,6 @@ def test_precision_table() -> None:
     assert autocast_dtype("bf16", cpu) is torch.bfloat16 and autocast_dtype("fp32", cuda) is None
 
 
-@pytest.mark.parametrize(("instructions", "speedup", "chosen"), [(True, 1.9, torch.bfloat16), (True, 1.1, None), (False, 0.0, None)])
-def test_training_auto_takes_bf16_where_the_cpu_multiplies_it_faster(
-    monkeypatch: pytest.MonkeyPatch, instructions: bool, speedup: float, chosen: torch.dtype | None
-) -> None:
-    """train.precision=auto on CPU: bf16 only where the CPU has bf16 instructions and its bf16
-    products measure at least BF16_MIN_SPEEDUP x faster; decoding's auto stays fp32 on every CPU,
-    and an explicit choice is never overridden."""
-    monkeypatch.setattr(runtime, "cpu_multiplies_bf16", lambda: instructions)
-    monkeypatch.setattr(runtime, "cpu_bf16_speedup", lambda: speedup)
-    cpu = torch.device("cpu")
-    assert autocast_dtype("auto", cpu, measure_cpu=True) is chosen
-    assert autocast_dtype("auto", cpu) is None
-    assert autocast_dtype("fp32", cpu, measure_cpu=True) is None and autocast_dtype("bf16", cpu) is torch.bfloat16
-    note = runtime.precision_note("auto", cpu, chosen)
-    assert note.startswith("bf16 autocast" if chosen else "fp32") and (f"{speedup:.2f}x" in note) == instructions
-
-
 @pytest.mark.parametrize("flags", [{"avx512_bf16": True}, {"amx_bf16": True}, {"avx512_bf16": False, "amx_bf16": False}, {}])
 def test_bf16_instructions_are_read_from_torchs_capabilities(monkeypatch: pytest.MonkeyPatch, flags: dict[str, bool]) -> None:
     monkeypatch.setattr(runtime.torch.cpu, "get_capabilities", lambda: flags)

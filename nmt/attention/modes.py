@@ -87,7 +87,8 @@ class ReinforceHardNormaliser(Normaliser):
         probs = masked_softmax(scores, memory.mask)
         if not self.training:
             return one_hot_argmax(probs)
-        dist = torch.distributions.Categorical(probs=probs)
+        # fp32: bf16 autocast rounds the weights off the simplex that Categorical checks
+        dist = torch.distributions.Categorical(probs=probs.float())
         sample = dist.sample()
         memory.log_probs.append(dist.log_prob(sample))
         memory.entropies.append(dist.entropy())

@@ -65,7 +65,6 @@ def cpu_multiplies_bf16() -> bool:
 # decoder's per-step recurrent gates (about 64 rows), a layer over all target tokens, and the
 # vocabulary projection; (rows, inner, columns).
 _STEP_PRODUCTS = ((64, 512, 1536), (1000, 768, 512), (1000, 256, 8000))
-BF16_MIN_SPEEDUP = 1.25  # below this, the casts autocast adds around the products eat the gain
 
 
 def _product_seconds(dtype: torch.dtype, repeats: int) -> float:
@@ -86,9 +85,9 @@ def _product_seconds(dtype: torch.dtype, repeats: int) -> float:
 def cpu_bf16_speedup(repeats: int = 6) -> float:
     """How much faster this CPU multiplies training's products in bf16 than in fp32 (fp32 time /
     bf16 time, the best of `repeats` interleaved passes; under half a second). 0 when the CPU
-    has no bf16 instructions (`cpu_multiplies_bf16`). Measured, not read off the flags: an Intel
-    Xeon with AVX512-BF16 trained 59% slower in bf16, an AMD EPYC with it 18% faster
-    (docs/performance.md). Measured once per process."""
+    has no bf16 instructions (`cpu_multiplies_bf16`). The flags alone do not say whether
+    `train.precision=bf16` pays: an Intel Xeon with AVX512-BF16 trained 59% slower in bf16, an AMD
+    EPYC with it 18% faster (docs/performance.md); bench_train.py reports this ratio. Once per process."""
     if not cpu_multiplies_bf16():
         return 0.0
     _product_seconds(torch.bfloat16, 1)  # first calls create the kernels
@@ -100,23 +99,13 @@ def cpu_bf16_speedup(repeats: int = 6) -> float:
     return fp32 / bf16
 
 
-def autocast_dtype(precision: str, device: torch.device, *, measure_cpu: bool = False) -> torch.dtype | None:
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype of `train.precision` or `decode.precision` on `device` (None: plain fp32).
-    `auto` is bf16 on CUDA (tensor cores) and fp32 on CPU; with `measure_cpu` (training), bf16 also
-    on a CPU whose bf16 products measure at least BF16_MIN_SPEEDUP x faster (`cpu_bf16_speedup`)."""
+    `auto` is bf16 on CUDA (tensor cores) and fp32 on CPU, where bf16 only pays on some CPUs with
+    AVX512-BF16/AMX (`cpu_bf16_speedup` measures it; docs/performance.md) and costs casts elsewhere."""
     if precision == "auto":
-        native = device.type == "cuda" or (measure_cpu and device.type == "cpu" and cpu_bf16_speedup() >= BF16_MIN_SPEEDUP)
-        precision = "bf16" if native else "fp32"
+        precision = "bf16" if device.type == "cuda" else "fp32"
     return {"fp32": None, "bf16": torch.bfloat16}[precision]
-
-
-def precision_note(precision: str, device: torch.device, cast: torch.dtype | None) -> str:
-    """How training's products run, for the log: e.g. "fp32", "bf16 autocast (auto: the CPU's bf16
-    products measured 1.9x faster than fp32)"."""
-    name = "bf16 autocast" if cast is not None else "fp32"
-    if precision != "auto" or device.type != "cpu" or not cpu_multiplies_bf16():
-        return name
-    return f"{name} (auto: the CPU's bf16 products measured {cpu_bf16_speedup():.2f}x as fast as fp32, {BF16_MIN_SPEEDUP}x needed)"
 
 
 def cpu_model() -> str:

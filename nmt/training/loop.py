@@ -33,7 +33,7 @@ from nmt.model.build import build_model
 from nmt.model.checkpoint import Checkpoint, bytes_tensor, save_checkpoint
 from nmt.system import distributed as dist
 from nmt.system.errors import UserError
-from nmt.system.runtime import autocast_dtype, precision_note, resolve_device, seed_everything
+from nmt.system.runtime import autocast_dtype, resolve_device, seed_everything
 from nmt.training.averaging import ParameterAverage
 from nmt.training.interrupts import INTERRUPTS
 from nmt.training.log import TrainingLog
@@ -90,7 +90,7 @@ class Trainer:
         self.resumed = False
         self.saved_step: int | None = None  # the step of checkpoints/last.pt, once there is one
         self.forward: DistributedDataParallel | None = None
-        self.cast = autocast_dtype(tc.precision.value, self.device, measure_cpu=True)
+        self.cast = autocast_dtype(tc.precision.value, self.device)
         self.started, self.elapsed_before = time.monotonic(), 0.0
 
     def _segmentation(self, epoch: int) -> tuple[RaggedIds, RaggedIds, Guidance | None]:
@@ -144,8 +144,8 @@ class Trainer:
         if self.world.distributed:
             self.forward = DistributedDataParallel(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.world.is_main:
-            log.info("model: %d parameters; %d training batches per epoch; %s %s, %d process(es)", self.n_params, len(self.sampler),
-                     self.device, precision_note(tc.precision.value, self.device, self.cast), self.world.size)
+            log.info("model: %d parameters; %d training batches per epoch; %s%s, %d process(es)", self.n_params, len(self.sampler),
+                     self.device, " bf16 autocast" if self.cast else "", self.world.size)
         self.started, self.elapsed_before = time.monotonic(), self.state.elapsed_s
         self.log = TrainingLog(self.run_dir / "tensorboard", self.world.is_main, tc.progress and self.world.is_main, self.state.step,
                                self.resumed, tc.max_steps, tc.max_minutes, self.elapsed_before / 60)

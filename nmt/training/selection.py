@@ -24,12 +24,13 @@ log = logging.getLogger(__name__)
 
 
 def candidates(folder: Path) -> dict[str, Path]:
-    """The checkpoints best.pt may become: best.pt itself, last.pt (unless it is the same step)
+    """The checkpoints best.pt may become: best.pt itself, last.pt (unless it is the same step;
+    a run resumed from last.pt alone may have no best.pt yet)
     and, with two or more kept step checkpoints (`train.keep_checkpoints`), their average
     (written to `average.pt`)."""
-    found = {"best.pt": folder / "best.pt"}
-    if load_checkpoint(folder / "last.pt").step != load_checkpoint(folder / "best.pt").step:
-        found["last.pt"] = folder / "last.pt"
+    found = {name: folder / name for name in ("best.pt", "last.pt") if (folder / name).is_file()}
+    if len(found) == 2 and load_checkpoint(folder / "last.pt").step == load_checkpoint(folder / "best.pt").step:
+        del found["last.pt"]
     kept = sorted(folder.glob("step-*.pt"))
     if len(kept) >= 2:
         save_checkpoint(folder / "average.pt", average_checkpoints(kept))
