@@ -265,9 +265,8 @@ class TrainConfig:
     lr_decay_factor: float = num(0.5, gt=0, le=1)
     lr_decay_patience: int = num(2, ge=0)
     min_lr: float = num(1e-5, ge=0)
-    # Early stopping: stop after this many validations without a better validation BLEU; 0 = off.
-    # With bf16 on the EPYC the 60-minute default stopped this way at 25 minutes (6,800 steps) and
-    # scored 41.69 beam 5 on test; run the whole hour (0 = off), it overfits: 40.78 (docs/performance.md).
+    # Early stopping: stop after this many validations without a better validation BLEU; 0 = off
+    # (the budget alone ends the run; docs/performance.md measures both).
     early_stopping_patience: int = num(6, ge=0)
     max_steps: int = num(0, ge=0)  # 0 = no limit
     max_epochs: int = num(0, ge=0)  # 0 = no limit
@@ -282,7 +281,7 @@ class TrainConfig:
     log_every: int = num(50, ge=1)
     device: str = "auto"  # auto (CUDA when present, else CPU) | cpu | cuda | cuda:N
     threads: int = num(0, ge=0)  # torch intra-op threads; 0 = all cores
-    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 / fp32 force it (on an AVX512-BF16 AMD EPYC bf16 trained 18% more steps)
+    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 / fp32 force it (bench_train.py reports whether this CPU's bf16 products are faster)
     precision: Precision = Precision.auto
     compile: bool = False  # torch.compile the decoder step (first steps slower while it compiles)
     progress: bool = True
