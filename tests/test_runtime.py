@@ -24,6 +24,20 @@ def test_precision_table() -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert autocast_dtype("auto", cpu) is None and autocast_dtype("auto", cuda) is torch.bfloat16
     assert autocast_dtype("bf16", cpu) is torch.bfloat16 and autocast_dtype("fp32", cuda) is None
+    assert autocast_dtype("auto", cuda, decoding=True) is torch.bfloat16
+    assert autocast_dtype("fp32", cpu, decoding=True) is None and autocast_dtype("bf16", cpu, decoding=True) is torch.bfloat16
+
+
+@pytest.mark.parametrize(("speedup", "expected"), [(0.0, None), (0.6, None), (1.99, None), (2.0, torch.bfloat16), (3.9, torch.bfloat16)])
+def test_decodings_auto_takes_bf16_where_the_cpus_bf16_products_are_at_least_twice_as_fast(
+    monkeypatch: pytest.MonkeyPatch, speedup: float, expected: torch.dtype | None
+) -> None:
+    asked: list[tuple[tuple[int, int, int], ...]] = []
+    monkeypatch.setattr(runtime, "cpu_bf16_speedup", lambda shapes: asked.append(shapes) or speedup)
+    cpu = torch.device("cpu")
+    assert autocast_dtype("auto", cpu, decoding=True) is expected
+    assert asked == [runtime.DECODE_PRODUCTS]  # measured on a decoding step's shapes
+    assert autocast_dtype("auto", cpu) is None and len(asked) == 1  # training's auto never measures: fp32 on a CPU
 
 
 @pytest.mark.parametrize("flags", [{"avx512_bf16": True}, {"amx_bf16": True}, {"avx512_bf16": False, "amx_bf16": False}, {}])
@@ -42,7 +56,7 @@ def test_no_capability_query_means_no_bf16_and_no_measurement(monkeypatch: pytes
 def test_the_speedup_is_a_measured_ratio_of_the_two_precisions(monkeypatch: pytest.MonkeyPatch) -> None:
     seconds = {torch.float32: 0.03, torch.bfloat16: 0.015}
     monkeypatch.setattr(runtime, "cpu_multiplies_bf16", lambda: True)
-    monkeypatch.setattr(runtime, "_product_seconds", lambda dtype, repeats: seconds[dtype])
+    monkeypatch.setattr(runtime, "_product_seconds", lambda dtype, repeats, shapes: seconds[dtype])
     runtime.cpu_bf16_speedup.cache_clear()
     assert runtime.cpu_bf16_speedup() == pytest.approx(2.0)
     runtime.cpu_bf16_speedup.cache_clear()
@@ -54,7 +68,10 @@ def test_one_pass_of_the_step_products_is_timed(monkeypatch: pytest.MonkeyPatch)
     real_mm = torch.mm
     monkeypatch.setattr(runtime.torch, "mm", lambda a, b: seen.append(a.dtype) or real_mm(a, b))
     assert runtime._product_seconds(torch.bfloat16, 1) > 0
-    assert seen == [torch.bfloat16] * len(runtime._STEP_PRODUCTS)
+    assert seen == [torch.bfloat16] * len(runtime.STEP_PRODUCTS)
+    seen.clear()
+    assert runtime._product_seconds(torch.float32, 2, runtime.DECODE_PRODUCTS) > 0
+    assert seen == [torch.float32] * (2 * len(runtime.DECODE_PRODUCTS))
 
 
 def test_bf16_autocast_step_matches_fp32_closely() -> None:

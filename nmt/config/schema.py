@@ -216,9 +216,10 @@ class DecodeConfig:
     max_len_ratio: float = num(1.5, ge=0)  # outputs stop at ratio * source length + extra tokens
     max_len_extra: int = num(10, ge=0)
     batch_tokens: int = num(6000, ge=1)  # source tokens per decoding batch
-    # The search's matrix products: auto = bf16 on CUDA, fp32 on CPU (the same outputs on every CPU);
-    # bf16 on a CPU with AVX512-BF16 or AMX decodes faster (docs/performance.md). Log-probabilities and
-    # scores stay fp32 either way; forced alignment always reads fp32 attention.
+    # The search's matrix products: auto = bf16 on CUDA, and on a CPU whose bf16 products measure at
+    # least 2x as fast as fp32 (AVX512-BF16 or AMX; nmt.system.runtime.cpu_decodes_faster_in_bf16), else
+    # fp32; fp32 = the same outputs on every CPU. Log-probabilities and scores stay fp32 either way;
+    # forced alignment always reads fp32 attention.
     precision: Precision = Precision.auto
 
 

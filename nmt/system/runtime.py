@@ -64,14 +64,23 @@ def cpu_multiplies_bf16() -> bool:
 # Products of the shapes a training step is made of (default model, 1,000-token batches): the
 # decoder's per-step recurrent gates (about 64 rows), a layer over all target tokens, and the
 # vocabulary projection; (rows, inner, columns).
-_STEP_PRODUCTS = ((64, 512, 1536), (1000, 768, 512), (1000, 256, 8000))
+STEP_PRODUCTS = ((64, 512, 1536), (1000, 768, 512), (1000, 256, 8000))
+# Those of a decoding step of the default model: the recurrent gates and the vocabulary projection
+# of 64 sentences searched greedily (64 rows) and with beam 5 (320 rows).
+DECODE_PRODUCTS = ((64, 512, 1536), (64, 256, 8000), (320, 512, 1536), (320, 256, 8000))
+# decode.precision=auto decodes in bf16 on a CPU whose bf16 products of a decoding step time at
+# least this much faster than fp32: the products are about two thirds of a search's time, so the
+# search then runs about 1.5x faster or more, casts included.
+CPU_BF16_DECODE_MIN_SPEEDUP = 2.0
+
+Shapes = tuple[tuple[int, int, int], ...]
 
 
-def _product_seconds(dtype: torch.dtype, repeats: int) -> float:
-    """The fastest of `repeats` passes over _STEP_PRODUCTS, the activations cast to `dtype` inside
-    the pass as autocast casts them (the weights once, as autocast caches them)."""
+def _product_seconds(dtype: torch.dtype, repeats: int, shapes: Shapes = STEP_PRODUCTS) -> float:
+    """The fastest of `repeats` passes over `shapes` (rows, inner, columns), the activations cast
+    to `dtype` inside the pass as autocast casts them (the weights once, as autocast caches them)."""
     gen = torch.Generator().manual_seed(0)
-    pairs = [(torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen).to(dtype)) for m, k, n in _STEP_PRODUCTS]
+    pairs = [(torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen).to(dtype)) for m, k, n in shapes]
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
@@ -81,30 +90,40 @@ def _product_seconds(dtype: torch.dtype, repeats: int) -> float:
     return best
 
 
-@functools.lru_cache(maxsize=1)
-def cpu_bf16_speedup(repeats: int = 6) -> float:
-    """How much faster this CPU multiplies training's products in bf16 than in fp32 (fp32 time /
-    bf16 time, the best of `repeats` interleaved passes; under half a second). 0 when the CPU
-    has no bf16 instructions (`cpu_multiplies_bf16`). The flags alone do not say whether
-    `train.precision=bf16` pays: an Intel Xeon with AVX512-BF16 trained 59% slower in bf16, an AMD
-    EPYC with it 18% faster (docs/performance.md); bench_train.py reports this ratio. Once per process."""
+@functools.cache
+def cpu_bf16_speedup(repeats: int = 6, shapes: Shapes = STEP_PRODUCTS) -> float:
+    """How much faster this CPU multiplies the products `shapes` (default: a training step's) in
+    bf16 than in fp32 (fp32 time / bf16 time, the best of `repeats` interleaved passes; under half
+    a second). 0 when the CPU has no bf16 instructions (`cpu_multiplies_bf16`). The flags alone
+    do not say whether bf16 pays: an Intel Xeon with AVX512-BF16 trained 59% slower in bf16, an
+    AMD EPYC with it 18% faster (docs/performance.md); bench_train.py reports this ratio. Once per
+    process and shapes."""
     if not cpu_multiplies_bf16():
         return 0.0
-    _product_seconds(torch.bfloat16, 1)  # first calls create the kernels
-    _product_seconds(torch.float32, 1)
+    _product_seconds(torch.bfloat16, 1, shapes)  # first calls create the kernels
+    _product_seconds(torch.float32, 1, shapes)
     fp32, bf16 = float("inf"), float("inf")
     for _ in range(3):  # interleaved, so that a slow moment of the host does not decide alone
-        fp32 = min(fp32, _product_seconds(torch.float32, repeats // 3 or 1))
-        bf16 = min(bf16, _product_seconds(torch.bfloat16, repeats // 3 or 1))
+        fp32 = min(fp32, _product_seconds(torch.float32, repeats // 3 or 1, shapes))
+        bf16 = min(bf16, _product_seconds(torch.bfloat16, repeats // 3 or 1, shapes))
     return fp32 / bf16
 
 
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype of `train.precision` or `decode.precision` on `device` (None: plain fp32).
-    `auto` is bf16 on CUDA (tensor cores) and fp32 on CPU, where bf16 only pays on some CPUs with
-    AVX512-BF16/AMX (`cpu_bf16_speedup` measures it; docs/performance.md) and costs casts elsewhere."""
+def cpu_decodes_faster_in_bf16() -> bool:
+    """Whether decode.precision=auto takes bf16 on this CPU: its bf16 products of a decoding step
+    measure at least CPU_BF16_DECODE_MIN_SPEEDUP times as fast as fp32 (measured once per process)."""
+    return cpu_bf16_speedup(shapes=DECODE_PRODUCTS) >= CPU_BF16_DECODE_MIN_SPEEDUP
+
+
+def autocast_dtype(precision: str, device: torch.device, decoding: bool = False) -> torch.dtype | None:
+    """The autocast dtype of `train.precision` (decoding=False) or `decode.precision` (True) on
+    `device` (None: plain fp32). `auto` is bf16 on CUDA (tensor cores). On a CPU, training's auto
+    is fp32 (bf16 training aligned a toy task far worse, docs/performance.md); decoding's auto is
+    bf16 where this CPU's bf16 products are measured much faster (`cpu_decodes_faster_in_bf16`:
+    the same BLEU, a 2-2.5x faster search), else fp32."""
     if precision == "auto":
-        precision = "bf16" if device.type == "cuda" else "fp32"
+        faster = device.type == "cuda" or (decoding and cpu_decodes_faster_in_bf16())
+        precision = "bf16" if faster else "fp32"
     return {"fp32": None, "bf16": torch.bfloat16}[precision]
 
 

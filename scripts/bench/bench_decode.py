@@ -21,7 +21,7 @@ from nmt.data.corpus import load_split
 from nmt.data.prepare import encode_pairs
 from nmt.decoding.splits import translate_dataset
 from nmt.model.checkpoint import load_model, newest_checkpoint
-from nmt.system.runtime import configure_allocator, machine_description, set_threads
+from nmt.system.runtime import DECODE_PRODUCTS, autocast_dtype, configure_allocator, cpu_bf16_speedup, machine_description, set_threads
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--max-len-extra", type=int, default=10)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     parser.add_argument("--precision", choices=[p.value for p in Precision], default="auto",
-                        help="decode.precision: the search's matrix products (auto: fp32 on CPU)")
+                        help="decode.precision: the search's matrix products (auto: bf16 where this CPU's bf16 products are 2x faster)")
     args = parser.parse_args()
     configure_allocator()
     set_threads(args.threads)
@@ -48,6 +48,8 @@ def main() -> None:
     result: dict[str, object] = {
         "checkpoint": ckpt, "sentences": len(ds), "runs": args.runs, "threads": torch.get_num_threads(),
         "machine": machine_description(), "precision": args.precision,
+        "decodes_in": "bf16" if autocast_dtype(args.precision, torch.device("cpu"), decoding=True) else "fp32",
+        "cpu_bf16_decode_product_speedup": round(cpu_bf16_speedup(shapes=DECODE_PRODUCTS), 2),
     }
     for name, beam in (("greedy", 1), (f"beam{args.beam}", args.beam)):
         times = []
