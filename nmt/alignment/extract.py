@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import datasets
 import torch
 
 from nmt.alignment.words import EOS_PIECE, SentenceAlignment
-from nmt.config.schema import DecodeConfig
+from nmt.config.schema import DecodeConfig, Precision
 from nmt.data.batching import BatchSampler, RaggedIds
 from nmt.data.tokenizer import PAD, Tokenizer
 from nmt.decoding.splits import translate_dataset
 from nmt.model.ensemble import DecodingModel
+from nmt.system.runtime import autocast_dtype
 
 
 def attention_statistics(alphas: torch.Tensor, rows: torch.Tensor) -> tuple[float, float, int]:
@@ -49,8 +52,11 @@ def forced_alignments(
 def free_alignments(
     model: DecodingModel, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, opts: DecodeConfig, device: torch.device,
 ) -> tuple[list[SentenceAlignment], list[str]]:
-    """Alignments of the model's own translations (as `opts` decodes) -> (alignments, detokenized translations)."""
-    texts, hyps = translate_dataset(model, ds, tgt_tok, opts, device)
+    """Alignments of the model's own translations (as `opts` decodes) -> (alignments, detokenized translations).
+    Here the attention is the product, so `precision=auto` means what training's auto means (fp32 on
+    a CPU, bf16 on CUDA), not decoding's faster bf16 on some CPUs; bf16 stays a request."""
+    cast = autocast_dtype(opts.precision.value, device)
+    texts, hyps = translate_dataset(model, ds, tgt_tok, replace(opts, precision=Precision.bf16 if cast else Precision.fp32), device)
     src_ids = RaggedIds.of_column(ds, "src_ids")
     alignments = [
         SentenceAlignment(src_tok.pieces(src_ids[k][:-1].tolist()) + [EOS_PIECE], tgt_tok.pieces(h.ids) + [EOS_PIECE],
