@@ -120,7 +120,7 @@ def autocast_dtype(precision: str, device: torch.device, decoding: bool = False)
     `device` (None: plain fp32). `auto` is bf16 on CUDA (tensor cores). On a CPU, training's auto
     is fp32 (bf16 training aligned a toy task far worse, docs/performance.md); decoding's auto is
     bf16 where this CPU's bf16 products are measured much faster (`cpu_decodes_faster_in_bf16`:
-    the same BLEU, a 2-2.5x faster search), else fp32."""
+    BLEU within 0.2 of fp32's, a 2-2.5x faster search), else fp32."""
     if precision == "auto":
         faster = device.type == "cuda" or (decoding and cpu_decodes_faster_in_bf16())
         precision = "bf16" if faster else "fp32"
