@@ -10,6 +10,7 @@ from torch import nn
 
 from nmt.config.schema import DecodeConfig, Precision
 from nmt.data.prepare import prepare
+from nmt.decoding.scoring import describe_decoding
 from nmt.decoding.splits import translate_dataset
 from nmt.model.checkpoint import config_from_checkpoint, load_checkpoint, load_model
 from nmt.system.runtime import cpu_decodes_faster_in_bf16
@@ -41,3 +42,11 @@ def test_bf16_decoding_runs_its_products_in_bf16_and_keeps_attention_fp32(traine
     assert all(torch.allclose(a.sum(1), torch.ones(a.size(0)), atol=1e-2) for a in bf16_att)
     same = sum(a == b for a, b in zip(bf16, fp32)) / len(fp32)
     assert same > 0.8, same  # bf16 rounds the products: a few outputs may change, most do not
+
+
+def test_reports_name_the_precision_the_search_ran_in() -> None:
+    cpu = torch.device("cpu")
+    assert describe_decoding(DecodeConfig(beam_size=1, precision=Precision.fp32), cpu) == "greedy, fp32"
+    assert describe_decoding(DecodeConfig(beam_size=5, alpha=0.6, precision=Precision.bf16), cpu) == "beam 5, alpha 0.6, bf16"
+    auto = "bf16" if cpu_decodes_faster_in_bf16() else "fp32"
+    assert describe_decoding(DecodeConfig(beam_size=4, alpha=1.0), cpu) == f"beam 4, alpha 1.0, {auto}"

@@ -15,6 +15,7 @@ from nmt.config.commands import EvalConfig
 from nmt.config.schema import Config, DecodeConfig
 from nmt.decoding.scoring import evaluate_checkpoint
 from nmt.model.checkpoint import load_checkpoint
+from nmt.system.runtime import cpu_decodes_faster_in_bf16
 from nmt.training.selection import select_best
 from nmt.training.session import train
 
@@ -40,7 +41,7 @@ def valid_bleu(ckpt: Path, beam: int) -> float:
 def test_best_pt_is_the_candidate_with_the_best_beam_validation_and_metrics_say_which(runs: tuple[Config, Path, Path]) -> None:
     _, run, early = runs
     selection = json.loads((run / "metrics.json").read_text())["selection"]
-    assert selection["decoding"] == "beam 3, alpha 0.6"
+    assert selection["decoding"] == f"beam 3, alpha 0.6, {'bf16' if cpu_decodes_faster_in_bf16() else 'fp32'}"
     candidates = selection["candidates"]
     assert {"best.pt", "average.pt"} <= set(candidates)
     chosen = selection["chosen"]

@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import sacrebleu
+import torch
 
 from nmt.config.commands import EvalConfig
+from nmt.config.schema import DecodeConfig
 from nmt.data.corpus import load_split, split_prefix
 from nmt.data.prepare import encode_pairs
 from nmt.decoding.splits import fit_sources, translate_dataset
 from nmt.model.checkpoint import checkpoint_path, load_models
 from nmt.system.files import atomic_write_text
-from nmt.system.runtime import resolve_device
+from nmt.system.runtime import autocast_dtype, resolve_device
 
 
 @dataclass
@@ -27,6 +29,14 @@ class Scores:
     exact_match: float  # fraction of hypotheses identical to their reference
     bleu_signature: str
     chrf_signature: str
+
+
+def describe_decoding(decode: DecodeConfig, device: torch.device) -> str:
+    """What a search on `device` with `decode` is, for reports and logs, e.g. "beam 5, alpha 0.6, bf16":
+    the precision is the one `decode.precision` resolves to there (auto depends on the CPU)."""
+    search = "greedy" if decode.beam_size <= 1 else f"beam {decode.beam_size}, alpha {decode.alpha}"
+    precision = "fp32" if autocast_dtype(decode.precision, device, decoding=True) is None else "bf16"
+    return f"{search}, {precision}"
 
 
 def score_translations(hypotheses: list[str], references: list[str]) -> Scores:
@@ -53,8 +63,8 @@ def evaluate_checkpoint(cfg: EvalConfig) -> dict[str, Any]:
     hyps, _ = translate_dataset(model, ds, tgt_tok, cfg.decode, device)
     scores = score_translations(hyps, list(raw["tgt"]))
     hyp_path = Path(cfg.output) if cfg.output else ckpt.with_name(f"{ckpt.stem}.{name}.hyp")
-    decoding = "greedy" if cfg.decode.beam_size <= 1 else f"beam {cfg.decode.beam_size}, alpha {cfg.decode.alpha}"
-    report = {"checkpoint": str(ckpt), "ensemble": list(cfg.ensemble), "split": name, "sentences": len(hyps), "decoding": decoding,
+    report = {"checkpoint": str(ckpt), "ensemble": list(cfg.ensemble), "split": name, "sentences": len(hyps),
+              "decoding": describe_decoding(cfg.decode, device),
               **asdict(scores)}
     atomic_write_text(hyp_path, "".join(h + "\n" for h in hyps))
     atomic_write_text(ckpt.with_name(f"{ckpt.stem}.{name}.json"), json.dumps(report, indent=2) + "\n")

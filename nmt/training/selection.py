@@ -44,8 +44,10 @@ def select_best(cfg: Config, folder: Path) -> dict[str, Any]:
     for metrics.json."""
     decode = cfg.train.select_decode
     scores: dict[str, dict[str, float]] = {}
+    decoding = ""  # what the search was, precision included: the same for every candidate
     for name, path in candidates(folder).items():
         report = evaluate_checkpoint(EvalConfig(ckpt=str(path), split="valid", device=cfg.train.device, decode=decode))
+        decoding = report["decoding"]
         scores[name] = {"bleu": report["bleu"], "chrf": report["chrf"], "step": load_checkpoint(path).step}
     chosen = max(scores, key=lambda name: (scores[name]["bleu"], name == "best.pt"))
     if chosen != "best.pt":
@@ -53,7 +55,6 @@ def select_best(cfg: Config, folder: Path) -> dict[str, Any]:
         for stale in folder.glob("best.*"):  # hypotheses and reports of the weights best.pt held
             if stale.suffix in (".hyp", ".json"):
                 stale.unlink()
-    decoding = "greedy" if decode.beam_size <= 1 else f"beam {decode.beam_size}, alpha {decode.alpha}"
     log.info("best.pt: %s (validation BLEU, %s: %s)", chosen, decoding,
              ", ".join(f"{name} {s['bleu']:.2f}" for name, s in scores.items()))
     return {"decoding": decoding, "candidates": scores, "chosen": chosen}

@@ -4,7 +4,7 @@
 Run through `scripts/bench/bench_peers.sh` (`make bench-peers`), which installs each peer into its own
 virtual environment and passes its Python here. The model on every side: bidirectional GRU
 encoder (embeddings 256, 256 per direction), GRU decoder 512, additive (Bahdanau/MLP) attention,
-dropout 0.3, label smoothing 0.1, Adam lr 1e-3 at a constant rate, gradient-norm clipping 1.0,
+nmt's default dropout (0.4 since 2026-12-03, 0.3 before), label smoothing 0.1, Adam lr 1e-3 at a constant rate, gradient-norm clipping 1.0,
 batches of 64 sentences, Multi30k de->en with one joint sentencepiece model (8k, trained by nmt
 and given to the peers as their subword model and vocabulary).
 
@@ -41,11 +41,12 @@ from typing import Any
 
 import yaml
 
-from nmt.config.schema import DataConfig
+from nmt.config.schema import DataConfig, DecoderConfig
 from nmt.data.corpus import split_files
 from nmt.data.prepare import prepare
 
 ROOT = Path(__file__).resolve().parents[2]
+DROPOUT = DecoderConfig().dropout  # nmt's default (encoder, decoder and embeddings share it): the peers get the same
 
 MODEL = ["data.batch_sentences=64", "data.batch_tokens=1000000", "train.lr=0.001"]
 RSS = "import resource,subprocess,sys; r=subprocess.run(sys.argv[1:]).returncode; print('PEAK_RSS_KIB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r)"  # noqa: E501
@@ -89,9 +90,9 @@ def joey_config(work: Path, spm_model: Path, vocab: Path, model_dir: Path, updat
             "initializer": "xavier_uniform", "embed_initializer": "normal", "embed_init_weight": 0.1,
             "bias_initializer": "zeros", "tied_embeddings": False, "tied_softmax": False,
             "encoder": {"type": "recurrent", "rnn_type": "gru", "embeddings": emb, "hidden_size": 256,
-                        "bidirectional": True, "dropout": 0.3, "num_layers": 1},
+                        "bidirectional": True, "dropout": DROPOUT, "num_layers": 1},
             "decoder": {"type": "recurrent", "rnn_type": "gru", "embeddings": emb, "hidden_size": 512, "attention": "bahdanau",
-                        "dropout": 0.3, "hidden_dropout": 0.3, "num_layers": 1, "input_feeding": True, "init_hidden": "bridge"},
+                        "dropout": DROPOUT, "hidden_dropout": DROPOUT, "num_layers": 1, "input_feeding": True, "init_hidden": "bridge"},
         },
     }
 
@@ -107,7 +108,7 @@ def onmt_config(work: Path, spm_model: Path, model: Path, updates: int) -> dict:
         "src_subword_model": str(spm_model), "tgt_subword_model": str(spm_model), "src_seq_length": 100, "tgt_seq_length": 100,
         "save_model": str(model), "model_type": "text", "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU",
         "layers": 1, "enc_hid_size": 512, "dec_hid_size": 512, "word_vec_size": 256, "global_attention": "mlp", "input_feed": 1,
-        "bridge": True, "dropout": [0.3], "optim": "adam", "learning_rate": 0.001, "learning_rate_decay": 1.0,
+        "bridge": True, "dropout": [DROPOUT], "optim": "adam", "learning_rate": 0.001, "learning_rate_decay": 1.0,
         "batch_type": "sents", "batch_size": 64, "valid_batch_size": 64, "train_steps": updates, "valid_steps": 10**6,
         "save_checkpoint_steps": updates, "label_smoothing": 0.1, "max_grad_norm": 1.0, "report_every": 10, "seed": 42,
         "num_workers": 0,

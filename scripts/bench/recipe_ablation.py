@@ -27,6 +27,13 @@ from typing import Any
 from nmt.system.runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def dropout(p: float) -> list[str]:
+    """Overrides that set the encoder's, the decoder's and the embeddings' dropout to p together."""
+    return [f"model.encoder.dropout={p}", f"model.decoder.dropout={p}", f"model.embedding_dropout={p}"]
+
+
 # name -> (overrides of the default run, what it changes)
 CHANGES: dict[str, tuple[list[str], str]] = {
     "default": ([], "the default recipe"),
@@ -35,7 +42,9 @@ CHANGES: dict[str, tuple[list[str], str]] = {
     "select": (["train.select_at_end=true"], "best.pt chosen at the end by beam-5 validation (best or last weights)"),
     "average": (["train.select_at_end=true", "train.keep_checkpoints=4"], "as select, with the average of the last 4 checkpoints"),
     "ema": (["train.ema_decay=0.999", "train.select_at_end=true"], "moving average of the weights (0.999), selected as select"),
-    "dropout_0.2": (["model.encoder.dropout=0.2", "model.decoder.dropout=0.2", "model.embedding_dropout=0.2"], "dropout 0.2"),
+    "dropout_0.2": (dropout(0.2), "dropout 0.2"),
+    "dropout_0.3": (dropout(0.3), "dropout 0.3 (the default until 2026-12-03)"),
+    "dropout_0.5": (dropout(0.5), "dropout 0.5"),
     "smoothing_0.2": (["train.label_smoothing=0.2"], "label smoothing 0.2"),
     "batch_2000": (["data.batch_tokens=2000", "train.lr=3e-3"], "batches of 2,000 tokens, peak rate 3e-3"),
     "bf16": (["train.precision=bf16"], "bf16 autocast on the CPU"),
