@@ -4,7 +4,7 @@
 Run through `scripts/bench/bench_peers.sh` (`make bench-peers`), which installs each peer into its own
 virtual environment and passes its Python here. The model on every side: bidirectional GRU
 encoder (embeddings 256, 256 per direction), GRU decoder 512, additive (Bahdanau/MLP) attention,
-nmt's default dropout (0.4 since 2026-12-03, 0.3 before), label smoothing 0.1, Adam lr 1e-3 at a constant rate, gradient-norm clipping 1.0,
+nmt's default dropout, label smoothing 0.1, Adam lr 1e-3 at a constant rate, gradient-norm clipping 1.0,
 batches of 64 sentences, Multi30k de->en with one joint sentencepiece model (8k, trained by nmt
 and given to the peers as their subword model and vocabulary).
 
