@@ -74,3 +74,24 @@ def test_self_attention_layer_follows_the_seed_with_every_score() -> None:
         expected = x[1, :2] + torch.softmax(e, -1) @ v
         torch.testing.assert_close(h[1, :2], expected, atol=1e-5, rtol=1e-5)
         assert torch.all(h[1, 2:] == 0)
+
+
+def test_the_block_computes_in_fp32_inside_bf16_autocast() -> None:
+    """train.precision=bf16 (and decoding's bf16) run the model's products in bf16; the attention
+    block must not: its weights are what the tool shows. Inside autocast it gives what it gives
+    outside, in fp32, even from bf16 inputs (the encoder's and decoder's bf16 outputs)."""
+    torch.manual_seed(0)
+    keys, query = torch.randn(3, 7, 16), torch.randn(3, 12)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+    for score in (AdditiveScore(12, 16, 10), GeneralScore(12, 16), LocationScore(12, 7)):
+        att = Attention(score, SoftNormaliser())
+        q, k = query.bfloat16().float(), keys.bfloat16().float()  # the values bf16 inputs carry
+        want_context, want_weights = att(q, att.memory(k, k, mask), 0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            memory = att.memory(keys.bfloat16(), keys.bfloat16(), mask)
+            context, weights = att(query.bfloat16(), memory, 0)
+        assert memory.keys.dtype == memory.values.dtype == weights.dtype == context.dtype == torch.float32
+        torch.testing.assert_close(weights, want_weights, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(context, want_context, rtol=1e-6, atol=1e-7)
+        assert float(weights.detach()[1, 5:].abs().sum()) == 0.0

@@ -22,22 +22,24 @@ def test_auto_device_is_cuda_when_present(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_precision_table() -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert autocast_dtype("auto", cpu) is None and autocast_dtype("auto", cuda) is torch.bfloat16
-    assert autocast_dtype("bf16", cpu) is torch.bfloat16 and autocast_dtype("fp32", cuda) is None
-    assert autocast_dtype("auto", cuda, decoding=True) is torch.bfloat16
-    assert autocast_dtype("fp32", cpu, decoding=True) is None and autocast_dtype("bf16", cpu, decoding=True) is torch.bfloat16
+    for use in ("train", "decode", "align"):
+        assert autocast_dtype("auto", cuda, use=use) is torch.bfloat16
+        assert autocast_dtype("bf16", cpu, use=use) is torch.bfloat16 and autocast_dtype("fp32", cuda, use=use) is None
+    assert autocast_dtype("auto", cpu, use="align") is None  # the attention is the product: fp32 on a CPU
 
 
 @pytest.mark.parametrize(("speedup", "expected"), [(0.0, None), (0.6, None), (1.99, None), (2.0, torch.bfloat16), (3.9, torch.bfloat16)])
-def test_decodings_auto_takes_bf16_where_the_cpus_bf16_products_are_at_least_twice_as_fast(
-    monkeypatch: pytest.MonkeyPatch, speedup: float, expected: torch.dtype | None
+@pytest.mark.parametrize(("use", "shapes"), [("decode", runtime.DECODE_PRODUCTS), ("train", runtime.STEP_PRODUCTS)])
+def test_auto_takes_bf16_where_the_cpus_bf16_products_of_that_use_are_at_least_twice_as_fast(
+    monkeypatch: pytest.MonkeyPatch, speedup: float, expected: torch.dtype | None, use: runtime.Use,
+    shapes: runtime.Shapes,
 ) -> None:
-    asked: list[tuple[tuple[int, int, int], ...]] = []
+    asked: list[runtime.Shapes] = []
     monkeypatch.setattr(runtime, "cpu_bf16_speedup", lambda shapes: asked.append(shapes) or speedup)
     cpu = torch.device("cpu")
-    assert autocast_dtype("auto", cpu, decoding=True) is expected
-    assert asked == [runtime.DECODE_PRODUCTS]  # measured on a decoding step's shapes
-    assert autocast_dtype("auto", cpu) is None and len(asked) == 1  # training's auto never measures: fp32 on a CPU
+    assert autocast_dtype("auto", cpu, use=use) is expected
+    assert asked == [shapes]  # measured on that use's shapes
+    assert autocast_dtype("auto", cpu, use="align") is None and len(asked) == 1  # alignment's auto never measures
 
 
 @pytest.mark.parametrize("flags", [{"avx512_bf16": True}, {"amx_bf16": True}, {"avx512_bf16": False, "amx_bf16": False}, {}])

@@ -53,9 +53,9 @@ def free_alignments(
     model: DecodingModel, ds: datasets.Dataset, src_tok: Tokenizer, tgt_tok: Tokenizer, opts: DecodeConfig, device: torch.device,
 ) -> tuple[list[SentenceAlignment], list[str]]:
     """Alignments of the model's own translations (as `opts` decodes) -> (alignments, detokenized translations).
-    Here the attention is the product, so `precision=auto` means what training's auto means (fp32 on
-    a CPU, bf16 on CUDA), not decoding's faster bf16 on some CPUs; bf16 stays a request."""
-    cast = autocast_dtype(opts.precision.value, device)
+    Here the attention is the product, so `precision=auto` is fp32 on a CPU (bf16 on CUDA), not
+    decoding's faster bf16 on some CPUs; bf16 stays a request."""
+    cast = autocast_dtype(opts.precision.value, device, use="align")
     texts, hyps = translate_dataset(model, ds, tgt_tok, replace(opts, precision=Precision.bf16 if cast else Precision.fp32), device)
     src_ids = RaggedIds.of_column(ds, "src_ids")
     alignments = [

@@ -220,8 +220,8 @@ class DecodeConfig:
     batch_tokens: int = num(6000, ge=1)  # source tokens per decoding batch
     # The search's matrix products: auto = bf16 on CUDA, and on a CPU whose bf16 products measure at
     # least 2x as fast as fp32 (AVX512-BF16 or AMX; nmt.system.runtime.cpu_decodes_faster_in_bf16), else
-    # fp32; fp32 = the same outputs on every CPU. Log-probabilities and scores stay fp32 either way;
-    # forced alignment always reads fp32 attention.
+    # fp32; fp32 = the same outputs on every CPU. The attention block, log-probabilities and scores
+    # stay fp32 either way; forced alignment always reads fp32 attention.
     precision: Precision = Precision.auto
 
 
@@ -284,7 +284,10 @@ class TrainConfig:
     log_every: int = num(50, ge=1)
     device: str = "auto"  # auto (CUDA when present, else CPU) | cpu | cuda | cuda:N
     threads: int = num(0, ge=0)  # torch intra-op threads; 0 = all cores
-    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 / fp32 force it (bench_train.py reports whether this CPU's bf16 products are faster)
+    # Training's matrix products: auto = bf16 autocast on CUDA, and on a CPU whose bf16 products of a
+    # training step measure at least 2x as fast as fp32 (nmt.system.runtime.cpu_trains_faster_in_bf16;
+    # bench_train.py reports the ratio), else fp32; bf16 / fp32 force it. The attention block runs
+    # in fp32 inside autocast (nmt.attention.block.full_precision), so its weights stay exact.
     precision: Precision = Precision.auto
     compile: bool = False  # torch.compile the decoder step (first steps slower while it compiles)
     progress: bool = True

@@ -35,7 +35,7 @@ def describe_decoding(decode: DecodeConfig, device: torch.device) -> str:
     """What a search on `device` with `decode` is, for reports and logs, e.g. "beam 5, alpha 0.6, bf16":
     the precision is the one `decode.precision` resolves to there (auto depends on the CPU)."""
     search = "greedy" if decode.beam_size <= 1 else f"beam {decode.beam_size}, alpha {decode.alpha}"
-    precision = "fp32" if autocast_dtype(decode.precision, device, decoding=True) is None else "bf16"
+    precision = "fp32" if autocast_dtype(decode.precision, device, use="decode") is None else "bf16"
     return f"{search}, {precision}"
 
 

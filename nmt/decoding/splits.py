@@ -24,7 +24,7 @@ def search_batch(
     """src (B, S), src_lens (B,) -> the n_best hypotheses of each sentence, best first. Beam size 1
     is greedy search: the length penalty (`alpha`) only applies to a real beam."""
     alpha = opts.alpha if opts.beam_size > 1 else 0.0
-    cast = autocast_dtype(opts.precision.value, src.device, decoding=True)
+    cast = autocast_dtype(opts.precision.value, src.device, use="decode")
     with torch.autocast(src.device.type, dtype=cast or torch.float32, enabled=cast is not None):
         return beam_search(model, src, src_lens, opts.beam_size, alpha, opts.max_len_ratio, opts.max_len_extra, n_best)
 

@@ -9,6 +9,8 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 import torch
@@ -68,10 +70,10 @@ STEP_PRODUCTS = ((64, 512, 1536), (1000, 768, 512), (1000, 256, 8000))
 # Those of a decoding step of the default model: the recurrent gates and the vocabulary projection
 # of 64 sentences searched greedily (64 rows) and with beam 5 (320 rows).
 DECODE_PRODUCTS = ((64, 512, 1536), (64, 256, 8000), (320, 512, 1536), (320, 256, 8000))
-# decode.precision=auto decodes in bf16 on a CPU whose bf16 products of a decoding step time at
-# least this much faster than fp32: the products are about two thirds of a search's time, so the
-# search then runs about 1.5x faster or more, casts included.
-CPU_BF16_DECODE_MIN_SPEEDUP = 2.0
+# precision=auto takes bf16 on a CPU whose bf16 products of a decoding (training) step time at
+# least this much faster than fp32: the products are about two thirds of a search's (a step's)
+# time, so it then runs about 1.5x faster or more, casts included.
+CPU_BF16_MIN_SPEEDUP = 2.0
 
 Shapes = tuple[tuple[int, int, int], ...]
 
@@ -111,18 +113,37 @@ def cpu_bf16_speedup(repeats: int = 6, shapes: Shapes = STEP_PRODUCTS) -> float:
 
 def cpu_decodes_faster_in_bf16() -> bool:
     """Whether decode.precision=auto takes bf16 on this CPU: its bf16 products of a decoding step
-    measure at least CPU_BF16_DECODE_MIN_SPEEDUP times as fast as fp32 (measured once per process)."""
-    return cpu_bf16_speedup(shapes=DECODE_PRODUCTS) >= CPU_BF16_DECODE_MIN_SPEEDUP
+    measure at least CPU_BF16_MIN_SPEEDUP times as fast as fp32 (measured once per process)."""
+    return cpu_bf16_speedup(shapes=DECODE_PRODUCTS) >= CPU_BF16_MIN_SPEEDUP
 
 
-def autocast_dtype(precision: str, device: torch.device, decoding: bool = False) -> torch.dtype | None:
-    """The autocast dtype of `train.precision` (decoding=False) or `decode.precision` (True) on
-    `device` (None: plain fp32). `auto` is bf16 on CUDA (tensor cores). On a CPU, training's auto
-    is fp32 (bf16 training aligned a toy task far worse, docs/performance.md); decoding's auto is
-    bf16 where this CPU's bf16 products are measured much faster (`cpu_decodes_faster_in_bf16`:
-    BLEU within 0.2 of fp32's, a 2-2.5x faster search), else fp32."""
+def cpu_trains_faster_in_bf16() -> bool:
+    """Whether train.precision=auto takes bf16 on this CPU: its bf16 products of a training step
+    measure at least CPU_BF16_MIN_SPEEDUP times as fast as fp32 (measured once per process)."""
+    return cpu_bf16_speedup(shapes=STEP_PRODUCTS) >= CPU_BF16_MIN_SPEEDUP
+
+
+Use = Literal["train", "decode", "align"]
+# What `precision=auto` means on a CPU, per use. On CUDA auto is always bf16 (tensor cores).
+# Training and decoding take bf16 where this CPU multiplies it much faster: the attention block
+# itself stays fp32 under autocast (nmt.attention.block.full_precision), so the weights it shows
+# are as exact as in fp32 training. The alignment of free translations (`make align`) stays fp32:
+# there the attention is the product, and its searches are few.
+CPU_AUTO_BF16: dict[str, Callable[[], bool]] = {
+    "train": cpu_trains_faster_in_bf16,
+    "decode": cpu_decodes_faster_in_bf16,
+    "align": lambda: False,
+}
+
+
+def autocast_dtype(precision: str, device: torch.device, use: Use = "train") -> torch.dtype | None:
+    """The autocast dtype of a `precision` setting (train.precision, decode.precision) for `use`
+    on `device` (None: plain fp32). `auto` is bf16 on CUDA, and on a CPU as CPU_AUTO_BF16 says:
+    for training and decoding, bf16 where this CPU's bf16 products of that use measure at least
+    twice as fast as fp32 (an AMD EPYC with AVX512-BF16: about 4x, training 1.5x as fast), else
+    fp32; `bf16` and `fp32` force it."""
     if precision == "auto":
-        faster = device.type == "cuda" or (decoding and cpu_decodes_faster_in_bf16())
+        faster = device.type == "cuda" or CPU_AUTO_BF16[use]()
         precision = "bf16" if faster else "fp32"
     return {"fp32": None, "bf16": torch.bfloat16}[precision]
 

@@ -57,7 +57,7 @@ def main() -> None:
     result: dict[str, object] = {
         "checkpoint": ckpt, "sentences": len(ds), "runs": args.runs, "threads": torch.get_num_threads(),
         "machine": machine_description(), "precision": args.precision,
-        "decodes_in": "bf16" if autocast_dtype(args.precision, torch.device("cpu"), decoding=True) else "fp32",
+        "decodes_in": "bf16" if autocast_dtype(args.precision, torch.device("cpu"), use="decode") else "fp32",
         "cpu_bf16_decode_product_speedup": round(cpu_bf16_speedup(shapes=DECODE_PRODUCTS), 2),
     }
     rows = [0]
