@@ -24,11 +24,27 @@ class Interrupts:
     def __init__(self) -> None:
         self.requested = False
         self.depth = 0  # `stop_on` blocks open: an inner one keeps the outer one's request
+        self.deferring = 0  # `deferred` blocks open: a request waits for their end
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        """A signal handler: ask to stop, now and (if this one is lost) at the next `check`."""
+        """A signal handler: ask to stop, now and (if this one is lost) at the next `check`;
+        inside `deferred`, at its end."""
         self.requested = True
-        raise KeyboardInterrupt
+        if not self.deferring:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Inside, a stop request waits for the block's end (then raises there): for writes that
+        an exception in the middle would break, such as torch.save's zip writer, whose cleanup
+        raises its own RuntimeError over the KeyboardInterrupt and hides the stop."""
+        self.deferring += 1
+        try:
+            yield
+        finally:
+            self.deferring -= 1
+        if not self.deferring:
+            self.check()
 
     def check(self) -> None:
         """Raise KeyboardInterrupt if a stop was asked for."""

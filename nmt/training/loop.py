@@ -287,12 +287,14 @@ class Trainer:
         checkpoint = self._weights(metrics)
         checkpoint.optimizer, checkpoint.scheduler = self.optimizer.state_dict(), self.scheduler.state_dict()
         checkpoint.train_state, checkpoint.rng = self.state.saved(), rngs
-        save_checkpoint(self.run_dir / "checkpoints" / name, checkpoint)
+        with INTERRUPTS.deferred():  # Ctrl-C waits for the write's end
+            save_checkpoint(self.run_dir / "checkpoints" / name, checkpoint)
 
     def _keep_step_checkpoint(self, metrics: dict[str, float]) -> None:
         """checkpoints/step-N.pt (weights only) of this validation; only the newest train.keep_checkpoints stay."""
         folder = self.run_dir / "checkpoints"
-        save_checkpoint(folder / f"step-{self.state.step:07d}.pt", self._weights(metrics))
+        with INTERRUPTS.deferred():  # Ctrl-C waits for the write's end
+            save_checkpoint(folder / f"step-{self.state.step:07d}.pt", self._weights(metrics))
         for old in sorted(folder.glob("step-*.pt"))[: -self.cfg.train.keep_checkpoints]:
             old.unlink()
 
