@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from nmt.attention.block import Attention
-from nmt.attention.modes import SoftNormaliser
+from nmt.attention.block import Attention, CoverageTerm
+from nmt.attention.modes import LocalNormaliser, SoftNormaliser
 from nmt.attention.scores import AdditiveScore, DotScore, GeneralScore, LocationScore, ScaledDotScore
 
 
@@ -84,14 +84,19 @@ def test_the_block_computes_in_fp32_inside_bf16_autocast() -> None:
     keys, query = torch.randn(3, 7, 16), torch.randn(3, 12)
     mask = torch.ones(3, 7, dtype=torch.bool)
     mask[1, 5:] = False
-    for score in (AdditiveScore(12, 16, 10), GeneralScore(12, 16), LocationScore(12, 7)):
-        att = Attention(score, SoftNormaliser())
+    blocks = [Attention(score, SoftNormaliser()) for score in (AdditiveScore(12, 16, 10), GeneralScore(12, 16), LocationScore(12, 7))]
+    blocks.append(Attention(AdditiveScore(12, 16, 10), SoftNormaliser(), CoverageTerm(4), 1.0))  # its accumulator too
+    blocks.append(Attention(AdditiveScore(12, 16, 10), LocalNormaliser(2, True, 12, 6)))  # local-p's position
+    for att in blocks:
         q, k = query.bfloat16().float(), keys.bfloat16().float()  # the values bf16 inputs carry
-        want_context, want_weights = att(q, att.memory(k, k, mask), 0)
+        want_memory = att.memory(k, k, mask)
+        want = [att(q, want_memory, step) for step in (0, 1)]  # two steps: coverage then holds the first's weights
         with torch.autocast("cpu", dtype=torch.bfloat16):
             memory = att.memory(keys.bfloat16(), keys.bfloat16(), mask)
-            context, weights = att(query.bfloat16(), memory, 0)
-        assert memory.keys.dtype == memory.values.dtype == weights.dtype == context.dtype == torch.float32
-        torch.testing.assert_close(weights, want_weights, rtol=1e-6, atol=1e-7)
-        torch.testing.assert_close(context, want_context, rtol=1e-6, atol=1e-7)
-        assert float(weights.detach()[1, 5:].abs().sum()) == 0.0
+            got = [att(query.bfloat16(), memory, step) for step in (0, 1)]
+        assert memory.keys.dtype == memory.values.dtype == torch.float32
+        for (context, weights), (want_context, want_weights) in zip(got, want):
+            assert weights.dtype == context.dtype == torch.float32
+            torch.testing.assert_close(weights, want_weights, rtol=1e-6, atol=1e-7)
+            torch.testing.assert_close(context, want_context, rtol=1e-6, atol=1e-7)
+            assert float(weights.detach()[1, 5:].abs().sum()) == 0.0

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import torch
 from torch import nn
 
@@ -15,15 +12,13 @@ from nmt.attention.scores import AttentionScore
 __all__ = ["Attention", "AttentionMemory"]
 
 
-@contextlib.contextmanager
-def full_precision(device_type: str) -> Iterator[None]:
+def full_precision(device_type: str) -> torch.autocast:
     """Autocast off: the attention's scores, weights and context are computed in at least fp32
     even when the rest of the model runs its products in bf16 (train.precision=bf16). The block is
     what this tool exists to show, and its products are a small share of a step's time; in bf16
     a toy copy model learned to translate before its attention became the alignment (AER 0.52
     against 0.003 in fp32, docs/performance.md)."""
-    with torch.autocast(device_type, enabled=False):
-        yield
+    return torch.autocast(device_type, enabled=False)
 
 
 def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
@@ -63,7 +58,7 @@ class Attention(nn.Module):
         with full_precision(keys.device.type):
             memory = AttentionMemory(self.score.prepare(at_least_fp32(keys)), at_least_fp32(values), mask)
         if self.coverage is not None:
-            memory.coverage = values.new_zeros(mask.shape)
+            memory.coverage = memory.values.new_zeros(mask.shape)  # the (fp32) values' dtype, not the caller's
         return memory
 
     def forward(self, query: torch.Tensor, memory: AttentionMemory, step: int) -> tuple[torch.Tensor, torch.Tensor]:

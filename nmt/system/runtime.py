@@ -129,7 +129,7 @@ Use = Literal["train", "decode", "align"]
 # itself stays fp32 under autocast (nmt.attention.block.full_precision), so the weights it shows
 # are as exact as in fp32 training. The alignment of free translations (`make align`) stays fp32:
 # there the attention is the product, and its searches are few.
-CPU_AUTO_BF16: dict[str, Callable[[], bool]] = {
+CPU_AUTO_BF16: dict[Use, Callable[[], bool]] = {
     "train": cpu_trains_faster_in_bf16,
     "decode": cpu_decodes_faster_in_bf16,
     "align": lambda: False,
