@@ -22,23 +22,26 @@ def test_auto_device_is_cuda_when_present(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_precision_table() -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    for use in ("train", "decode", "align"):
+    for use in ("decode", "align"):
         assert autocast_dtype("auto", cuda, use=use) is torch.bfloat16
         assert autocast_dtype("bf16", cpu, use=use) is torch.bfloat16 and autocast_dtype("fp32", cuda, use=use) is None
     assert autocast_dtype("auto", cpu, use="align") is None  # the attention is the product: fp32 on a CPU
+    never = lambda: pytest.fail("auto on CUDA or a forced precision asked the CPU rule")  # noqa: E731
+    assert runtime.precision_dtype("auto", cuda, never) is torch.bfloat16
+    assert runtime.precision_dtype("fp32", cpu, never) is None and runtime.precision_dtype("bf16", cpu, never) is torch.bfloat16
+    assert runtime.precision_dtype("auto", cpu, lambda: True) is torch.bfloat16
+    assert runtime.precision_dtype("auto", cpu, lambda: False) is None
 
 
 @pytest.mark.parametrize(("speedup", "expected"), [(0.0, None), (0.6, None), (1.99, None), (2.0, torch.bfloat16), (3.9, torch.bfloat16)])
-@pytest.mark.parametrize(("use", "shapes"), [("decode", runtime.DECODE_PRODUCTS), ("train", runtime.STEP_PRODUCTS)])
-def test_auto_takes_bf16_where_the_cpus_bf16_products_of_that_use_are_at_least_twice_as_fast(
-    monkeypatch: pytest.MonkeyPatch, speedup: float, expected: torch.dtype | None, use: runtime.Use,
-    shapes: runtime.Shapes,
+def test_decoding_auto_takes_bf16_where_the_cpus_bf16_products_of_a_search_are_at_least_twice_as_fast(
+    monkeypatch: pytest.MonkeyPatch, speedup: float, expected: torch.dtype | None
 ) -> None:
     asked: list[runtime.Shapes] = []
     monkeypatch.setattr(runtime, "cpu_bf16_speedup", lambda shapes: asked.append(shapes) or speedup)
     cpu = torch.device("cpu")
-    assert autocast_dtype("auto", cpu, use=use) is expected
-    assert asked == [shapes]  # measured on that use's shapes
+    assert autocast_dtype("auto", cpu, use="decode") is expected
+    assert asked == [runtime.DECODE_PRODUCTS]  # measured on a search's shapes
     assert autocast_dtype("auto", cpu, use="align") is None and len(asked) == 1  # alignment's auto never measures
 
 

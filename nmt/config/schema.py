@@ -284,9 +284,9 @@ class TrainConfig:
     log_every: int = num(50, ge=1)
     device: str = "auto"  # auto (CUDA when present, else CPU) | cpu | cuda | cuda:N
     threads: int = num(0, ge=0)  # torch intra-op threads; 0 = all cores
-    # Training's matrix products: auto = bf16 autocast on CUDA, and on a CPU whose bf16 products of a
-    # training step measure at least 2x as fast as fp32 (nmt.system.runtime.cpu_trains_faster_in_bf16;
-    # bench_train.py reports the ratio), else fp32; bf16 / fp32 force it. The attention block runs
+    # Training's matrix products: auto = bf16 autocast on CUDA, and on a CPU where this model's first
+    # training batches time at least 1.1x as fast in bf16 as in fp32 (nmt.training.precision; a few
+    # seconds before the first step), else fp32; bf16 / fp32 force it. The attention block runs
     # in fp32 inside autocast (nmt.attention.block.full_precision), so its weights stay exact.
     precision: Precision = Precision.auto
     compile: bool = False  # torch.compile the decoder step (first steps slower while it compiles)

@@ -65,14 +65,15 @@ def cpu_multiplies_bf16() -> bool:
 
 # Products of the shapes a training step is made of (default model, 1,000-token batches): the
 # decoder's per-step recurrent gates (about 64 rows), a layer over all target tokens, and the
-# vocabulary projection; (rows, inner, columns).
+# vocabulary projection; (rows, inner, columns). bench_train.py reports their bf16/fp32 ratio;
+# training's auto times the whole step instead (nmt.training.precision).
 STEP_PRODUCTS = ((64, 512, 1536), (1000, 768, 512), (1000, 256, 8000))
 # Those of a decoding step of the default model: the recurrent gates and the vocabulary projection
 # of 64 sentences searched greedily (64 rows) and with beam 5 (320 rows).
 DECODE_PRODUCTS = ((64, 512, 1536), (64, 256, 8000), (320, 512, 1536), (320, 256, 8000))
-# precision=auto takes bf16 on a CPU whose bf16 products of a decoding (training) step time at
-# least this much faster than fp32: the products are about two thirds of a search's (a step's)
-# time, so it then runs about 1.5x faster or more, casts included.
+# decode.precision=auto takes bf16 on a CPU whose bf16 products of a decoding step time at least
+# this much faster than fp32: the products are about two thirds of a search's time, so it then
+# runs about 1.5x faster or more, casts included.
 CPU_BF16_MIN_SPEEDUP = 2.0
 
 Shapes = tuple[tuple[int, int, int], ...]
@@ -117,35 +118,31 @@ def cpu_decodes_faster_in_bf16() -> bool:
     return cpu_bf16_speedup(shapes=DECODE_PRODUCTS) >= CPU_BF16_MIN_SPEEDUP
 
 
-def cpu_trains_faster_in_bf16() -> bool:
-    """Whether train.precision=auto takes bf16 on this CPU: its bf16 products of a training step
-    measure at least CPU_BF16_MIN_SPEEDUP times as fast as fp32 (measured once per process)."""
-    return cpu_bf16_speedup(shapes=STEP_PRODUCTS) >= CPU_BF16_MIN_SPEEDUP
+def precision_dtype(precision: str, device: torch.device, cpu_bf16_pays: Callable[[], bool]) -> torch.dtype | None:
+    """The autocast dtype of a `precision` setting (None: plain fp32). `auto` is bf16 on CUDA
+    (tensor cores), and on a CPU where `cpu_bf16_pays()` (asked only then); `bf16` and `fp32`
+    force it."""
+    if precision == "auto":
+        precision = "bf16" if device.type == "cuda" or cpu_bf16_pays() else "fp32"
+    return {"fp32": None, "bf16": torch.bfloat16}[precision]
 
 
-Use = Literal["train", "decode", "align"]
-# What `precision=auto` means on a CPU, per use. On CUDA auto is always bf16 (tensor cores).
-# Training and decoding take bf16 where this CPU multiplies it much faster: the attention block
-# itself stays fp32 under autocast (nmt.attention.block.full_precision), so the weights it shows
-# are as exact as in fp32 training. The alignment of free translations (`make align`) stays fp32:
-# there the attention is the product, and its searches are few.
+Use = Literal["decode", "align"]
+# What `precision=auto` means on a CPU for the uses that are searches (training's rule times the
+# model's own step: nmt.training.precision). Decoding takes bf16 where this CPU multiplies a
+# decoding step's products much faster: the attention block itself stays fp32 under autocast
+# (nmt.attention.block.full_precision). The alignment of free translations (`make align`) stays
+# fp32: there the attention is the product, and its searches are few.
 CPU_AUTO_BF16: dict[Use, Callable[[], bool]] = {
-    "train": cpu_trains_faster_in_bf16,
     "decode": cpu_decodes_faster_in_bf16,
     "align": lambda: False,
 }
 
 
-def autocast_dtype(precision: str, device: torch.device, use: Use = "train") -> torch.dtype | None:
-    """The autocast dtype of a `precision` setting (train.precision, decode.precision) for `use`
-    on `device` (None: plain fp32). `auto` is bf16 on CUDA, and on a CPU as CPU_AUTO_BF16 says:
-    for training and decoding, bf16 where this CPU's bf16 products of that use measure at least
-    twice as fast as fp32 (an AMD EPYC with AVX512-BF16: about 4x, training 1.5x as fast), else
-    fp32; `bf16` and `fp32` force it."""
-    if precision == "auto":
-        faster = device.type == "cuda" or CPU_AUTO_BF16[use]()
-        precision = "bf16" if faster else "fp32"
-    return {"fp32": None, "bf16": torch.bfloat16}[precision]
+def autocast_dtype(precision: str, device: torch.device, use: Use) -> torch.dtype | None:
+    """The autocast dtype of decode.precision for `use` on `device` (None: plain fp32): `auto` as
+    `precision_dtype` and CPU_AUTO_BF16 say."""
+    return precision_dtype(precision, device, CPU_AUTO_BF16[use])
 
 
 def cpu_model() -> str:

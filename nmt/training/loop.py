@@ -33,11 +33,12 @@ from nmt.model.build import build_model
 from nmt.model.checkpoint import Checkpoint, bytes_tensor, save_checkpoint
 from nmt.system import distributed as dist
 from nmt.system.errors import UserError
-from nmt.system.runtime import autocast_dtype, resolve_device, seed_everything
+from nmt.system.runtime import precision_dtype, resolve_device, seed_everything
 from nmt.training.averaging import ParameterAverage
 from nmt.training.interrupts import INTERRUPTS
 from nmt.training.log import TrainingLog
 from nmt.training.metrics import write_metrics
+from nmt.training.precision import cpu_trains_faster_in_bf16, first_batches
 from nmt.training.resume import (
     TrainingState,
     adopt_checkpoints,
@@ -90,8 +91,13 @@ class Trainer:
         self.resumed = False
         self.saved_step: int | None = None  # the step of checkpoints/last.pt, once there is one
         self.forward: DistributedDataParallel | None = None
-        self.cast = autocast_dtype(tc.precision.value, self.device)
+        # auto on a CPU: the faster precision, timed on this model's step (rank 0's measurement for all)
+        self.cast = precision_dtype(tc.precision.value, self.device, lambda: dist.from_main(self._trains_faster_in_bf16, world))
         self.started, self.elapsed_before = time.monotonic(), 0.0
+
+    def _trains_faster_in_bf16(self) -> bool:
+        batches = [batch.to(self.device) for batch in first_batches(self.sampler)]
+        return cpu_trains_faster_in_bf16(self.model, batches, self.cfg.train.label_smoothing)
 
     def _segmentation(self, epoch: int) -> tuple[RaggedIds, RaggedIds, Guidance | None]:
         """Subword regularisation: epoch `epoch`'s sampled ids, and guided alignment's targets for them."""

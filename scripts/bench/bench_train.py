@@ -39,14 +39,15 @@ from nmt.data.tokenizer import PAD
 from nmt.model.build import build_model
 from nmt.system.cli import compose_train_config, quiet_libraries
 from nmt.system.runtime import (
-    autocast_dtype,
     configure_allocator,
     cpu_bf16_speedup,
     machine_description,
+    precision_dtype,
     resolve_device,
     seed_everything,
     set_threads,
 )
+from nmt.training.precision import cpu_trains_faster_in_bf16, first_batches
 from nmt.training.side_by_side import member_config
 from nmt.training.step import batch_loss, train_step
 
@@ -73,13 +74,17 @@ def measure(cfg: Config, steps: int, warmup: int, runs: int, before_timed: Calla
     configure_allocator()
     set_threads(cfg.train.threads)
     device = resolve_device(cfg.train.device)
-    cast = autocast_dtype(cfg.train.precision.value, device)
 
     from nmt.data.prepare import prepare
 
     data = prepare(cfg.data)
     sampler = BatchSampler(data.split("train"), cfg.data.batch_tokens, True, cfg.seed, cfg.data.batch_sentences)
     indices = sampler.batches(0)[: warmup + steps]
+    seed_everything(cfg.seed)
+    probe = build_model(cfg.model, len(data.src_tokenizer), len(data.tgt_tokenizer)).to(device).train()
+    probe_batches = [b.to(device) for b in first_batches(sampler)]
+    cast = precision_dtype(cfg.train.precision.value, device,  # as training decides it (nmt.training.precision)
+                           lambda: cpu_trains_faster_in_bf16(probe, probe_batches, cfg.train.label_smoothing))
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     def step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, index: Any) -> int:

@@ -27,7 +27,7 @@ from nmt.config.schema import CorpusSource, DataConfig, ModelConfig, SubwordMode
 from nmt.data.batching import BatchSampler
 from nmt.data.prepare import prepare
 from nmt.model.build import build_model
-from nmt.system.runtime import autocast_dtype, resolve_device, seed_everything
+from nmt.system.runtime import precision_dtype, resolve_device, seed_everything
 from nmt.training.step import train_step
 
 
@@ -38,7 +38,7 @@ def losses(device: torch.device, precision: str, batches: list, vocab: int, step
     cfg.encoder.dropout = cfg.decoder.dropout = 0.0
     model = build_model(cfg, vocab, vocab).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    cast = autocast_dtype(precision, device)
+    cast = precision_dtype(precision, device, lambda: False)  # CPU: fp32 unless forced
     out, tokens, elapsed = [], 0, 0.0
     for k in range(steps):
         batch = batches[k % len(batches)].to(device)
@@ -79,7 +79,7 @@ def main() -> None:
         report["note"] = "no CUDA device: only the CPU side ran"
     else:
         report["gpu"] = torch.cuda.get_device_name(device)
-        if autocast_dtype("auto", device) != torch.bfloat16:
+        if precision_dtype("auto", device, lambda: False) != torch.bfloat16:
             failures.append("precision=auto is not bf16 on CUDA")
         gpu_fp32, fp32_speed = losses(device, "fp32", batches, vocab, args.steps)
         gpu_bf16, bf16_speed = losses(device, "bf16", batches, vocab, args.steps)
