@@ -91,3 +91,14 @@ def test_the_timed_batches_are_the_first_of_the_first_epoch() -> None:
     batches = first_batches(sampler, 4)
     expected = [sampler.collate(index) for index in sampler.batches(0)[:4]]
     assert len(batches) == 4 and all(torch.equal(a.tgt_out, b.tgt_out) for a, b in zip(batches, expected))
+
+
+def test_an_epoch_of_fewer_batches_is_timed_from_its_start_again() -> None:
+    ds = datasets.Dataset.from_dict({"src_ids": [[5, 3]] * 2, "tgt_ids": [[5] * 3, [5] * 6]})
+    sampler = BatchSampler(ds, batch_tokens=1, shuffle=True, seed=0)  # two batches of one sentence
+    batches = first_batches(sampler)
+    assert len(batches) == precision.PROBE_BATCHES + 1
+    assert [b.tgt_out.size(1) for b in batches] == [b.tgt_out.size(1) for b in batches[:2]] * 3 + [batches[0].tgt_out.size(1)]
+    with pytest.raises(ValueError, match="at least one timed batch"):
+        faster_in_bf16(lambda dtype, k: 1.0, batches=0)
+

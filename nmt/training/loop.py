@@ -151,7 +151,7 @@ class Trainer:
             self.forward = DistributedDataParallel(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if self.world.is_main:
             log.info("model: %d parameters; %d training batches per epoch; %s%s, %d process(es)", self.n_params, len(self.sampler),
-                     self.device, " bf16 autocast" if self.cast else "", self.world.size)
+                     self.device, " bf16 autocast" if self.cast else " fp32", self.world.size)
         self.started, self.elapsed_before = time.monotonic(), self.state.elapsed_s
         self.log = TrainingLog(self.run_dir / "tensorboard", self.world.is_main, tc.progress and self.world.is_main, self.state.step,
                                self.resumed, tc.max_steps, tc.max_minutes, self.elapsed_before / 60)

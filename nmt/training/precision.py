@@ -12,6 +12,7 @@ takes bf16 only where it is clearly faster.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -21,6 +22,8 @@ from nmt.data.batching import Batch, BatchSampler
 from nmt.model.seq2seq import Seq2Seq
 from nmt.system.runtime import cpu_multiplies_bf16
 from nmt.training.step import batch_loss
+
+log = logging.getLogger(__name__)
 
 # bf16 must make the step at least this much faster to be taken: it rounds every product's inputs,
 # so a speed-up within the timing noise is not worth it.
@@ -50,17 +53,24 @@ def faster_in_bf16(timer: PassTimer, batches: int = PROBE_BATCHES) -> bool:
     over batches 1..`batches` (batch 0 warms both up: the first passes create threads and buffers),
     each batch timed in both precisions one after the other, so a slow minute of the host weighs on
     both alike."""
+    if batches < 1:
+        raise ValueError(f"faster_in_bf16 needs at least one timed batch, got {batches}")
     timer(None, 0), timer(torch.bfloat16, 0)
     fp32 = bf16 = 0.0
     for k in range(1, batches + 1):
         fp32 += timer(None, k)
         bf16 += timer(torch.bfloat16, k)
-    return fp32 >= TRAIN_BF16_MIN_SPEEDUP * bf16
+    faster = fp32 >= TRAIN_BF16_MIN_SPEEDUP * bf16
+    log.info("train.precision=auto: %d batches took %.2f s in fp32, %.2f s in bf16 autocast (%.2fx): %s", batches, fp32, bf16,
+             fp32 / bf16 if bf16 else float("inf"), "bf16" if faster else "fp32")
+    return faster
 
 
 def first_batches(sampler: BatchSampler, n: int = PROBE_BATCHES + 1) -> list[Batch]:
-    """The first `n` batches of the first epoch: the shapes training starts with."""
-    return [sampler.collate(index) for index in sampler.batches(0)[:n]]
+    """The first `n` batches of the first epoch: the shapes training starts with (from the start
+    again when an epoch has fewer)."""
+    indices = sampler.batches(0)
+    return [sampler.collate(indices[k % len(indices)]) for k in range(n)]
 
 
 def cpu_trains_faster_in_bf16(model: Seq2Seq, batches: list[Batch], label_smoothing: float) -> bool:
