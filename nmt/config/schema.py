@@ -255,6 +255,13 @@ class GuidedAlignmentConfig:
     decay_steps: int = num(0, ge=0)
 
 
+class StopMetric(str, Enum):
+    """What early stopping watches on each validation (nmt.training.loop)."""
+
+    loss = "loss"  # the validation cross-entropy: smooth, and it falls as long as the model still learns
+    bleu = "bleu"  # the validation BLEU, decoded as train.decode says (greedy): it moves by up to a BLEU between validations
+
+
 @dataclass
 class TrainConfig:
     lr: float = num(2e-3, ge=0)  # the peak rate of the budget schedules
@@ -268,9 +275,10 @@ class TrainConfig:
     lr_decay_factor: float = num(0.5, gt=0, le=1)
     lr_decay_patience: int = num(2, ge=0)
     min_lr: float = num(1e-5, ge=0)
-    # Early stopping: stop after this many validations without a better validation BLEU; 0 = off
-    # (the budget alone ends the run; docs/performance.md measures both).
+    # Early stopping: stop after this many validations without a better value of early_stopping_metric;
+    # 0 = off (the budget alone ends the run; docs/performance.md measures these).
     early_stopping_patience: int = num(6, ge=0)
+    early_stopping_metric: StopMetric = StopMetric.loss
     max_steps: int = num(0, ge=0)  # 0 = no limit
     max_epochs: int = num(0, ge=0)  # 0 = no limit
     max_minutes: float = num(60.0, ge=0)  # wall-clock budget; 0 = no limit

@@ -5,8 +5,9 @@ A `Trainer` prepares the data, builds the model, and trains with Adam, gradient-
 label smoothing; the learning rate follows `train.schedule` (by default a warm-up, then a cosine
 decay that reaches `train.min_lr` when the budget is spent; `plateau`: halved when the validation
 BLEU stops improving). Every `train.valid_every` steps it measures validation loss and BLEU, keeps
-`checkpoints/best.pt` and `checkpoints/last.pt` (with everything needed to resume exactly), and
-stops early, at `max_steps`, `max_epochs` or `max_minutes`. Under torchrun it trains
+`checkpoints/best.pt` (the best BLEU) and `checkpoints/last.pt` (with everything needed to resume
+exactly), and stops early (`train.early_stopping_metric`, by default the validation loss, no longer
+improving), at `max_steps`, `max_epochs` or `max_minutes`. Under torchrun it trains
 data-parallel; rank 0 writes. `nmt.training.session.train` runs one in a run directory.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from omegaconf import OmegaConf
 from torch.nn.parallel import DistributedDataParallel
 
 from nmt.alignment.guidance import Guidance, build_guidance, guide_weight
-from nmt.config.schema import Config, Schedule
+from nmt.config.schema import Config, Schedule, StopMetric
 from nmt.data.batching import BatchSampler, RaggedIds
 from nmt.data.prepare import PreparedData, prepare
 from nmt.data.sampling import EpochPrefetch, SegmentationSampler
@@ -54,6 +56,12 @@ from nmt.training.step import StepResult, train_step
 from nmt.training.validation import attention_examples, check_gold, validate
 
 log = logging.getLogger(__name__)
+
+# What early stopping compares, as lower-is-better values of a validation's metrics.
+STOPPING_VALUES: dict[StopMetric, Callable[[dict[str, float]], float]] = {
+    StopMetric.loss: lambda metrics: metrics["loss"],
+    StopMetric.bleu: lambda metrics: -metrics["bleu"],
+}
 
 
 class Trainer:
@@ -249,9 +257,12 @@ class Trainer:
         tc, st = self.cfg.train, self.state
         with self._evaluated():
             metrics = dist.from_main(lambda: validate(self.model, self.valid, self.data, self.cfg, self.device), self.world)
-        improved = metrics["bleu"] > st.best_bleu
+        improved = metrics["bleu"] > st.best_bleu  # best.pt: the best validation BLEU
         if improved:
-            st.best_bleu, st.best, st.bad_validations = metrics["bleu"], dict(metrics, step=st.step), 0
+            st.best_bleu, st.best = metrics["bleu"], dict(metrics, step=st.step)
+        watched = STOPPING_VALUES[tc.early_stopping_metric](metrics)
+        if watched < st.stopping_best:
+            st.stopping_best, st.bad_validations = watched, 0
         else:
             st.bad_validations += 1
         if self.budget is None:
@@ -259,7 +270,8 @@ class Trainer:
         if tc.stop_at_exact_match and metrics["exact_match"] >= tc.stop_at_exact_match:
             st.stop = f"validation exact match {metrics['exact_match']:.3f} >= {tc.stop_at_exact_match}"
         elif tc.early_stopping_patience and st.bad_validations >= tc.early_stopping_patience:
-            st.stop = f"early stopping: no better validation BLEU in {tc.early_stopping_patience} validations"
+            st.stop = (f"early stopping: no better validation {tc.early_stopping_metric.value} "
+                       f"in {tc.early_stopping_patience} validations")
         st.elapsed_s = self._elapsed()
         rngs = dist.gather_objects(rng_state(), self.world)  # every rank's generators, for an exact resume
         if not self.world.is_main:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import random
 import socket
@@ -48,7 +49,8 @@ class TrainingState:
     batch_in_epoch: int = 0  # batches of the current epoch already trained on
     best_bleu: float = -1.0
     best: dict[str, float] = field(default_factory=dict)  # the best validation's metrics and step
-    bad_validations: int = 0  # since the best one (early stopping)
+    stopping_best: float = math.inf  # the best value of train.early_stopping_metric so far, as lower-is-better
+    bad_validations: int = 0  # since stopping_best improved (early stopping)
     elapsed_s: float = 0.0  # training wall-clock time, over every resumption
     nonfinite_in_row: int = 0
     skipped_steps: int = 0
