@@ -202,6 +202,7 @@ class DecoderConfig:
 class ModelConfig:
     embedding_size: int = num(256, ge=1)
     embedding_dropout: float = num(0.4, ge=0, lt=1)
+    word_dropout: float = num(0.0, ge=0, lt=1)  # whole source and decoder-input tokens dropped (nmt.model.dropout.WordDropout)
     tie_target_embeddings: bool = True
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     decoder: DecoderConfig = field(default_factory=DecoderConfig)

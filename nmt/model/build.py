@@ -100,5 +100,6 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
         dropout=dec.dropout,
         embedding_dropout=cfg.embedding_dropout,
         tie_embeddings=cfg.tie_target_embeddings,
+        word_dropout=cfg.word_dropout,
     )
-    return Seq2Seq(src_embedding, encoder, decoder, cfg.embedding_dropout)
+    return Seq2Seq(src_embedding, encoder, decoder, cfg.embedding_dropout, cfg.word_dropout)

@@ -24,7 +24,7 @@ from torch import nn
 from nmt.attention.block import Attention, AttentionMemory
 from nmt.model.cells import CELLS, State
 from nmt.model.deferred_grads import deferred_weight_grads
-from nmt.model.dropout import Dropout
+from nmt.model.dropout import Dropout, WordDropout
 
 
 class Decoder(nn.Module):
@@ -45,6 +45,7 @@ class Decoder(nn.Module):
         dropout: float,
         embedding_dropout: float,
         tie_embeddings: bool,
+        word_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         vocab_size, emb_size = embedding.weight.shape
@@ -61,6 +62,7 @@ class Decoder(nn.Module):
         if tie_embeddings:
             self.generator.weight = embedding.weight
         self.embedding_dropout = Dropout(embedding_dropout)
+        self.word_dropout = WordDropout(word_dropout)
         self.dropout = Dropout(dropout)
         self.context_size = context_size
 
@@ -93,6 +95,10 @@ class Decoder(nn.Module):
         torch.compile, shapes dynamic (batch and source lengths vary)."""
         self.advance = torch.compile(self.advance, dynamic=True)  # type: ignore[method-assign]
 
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Target ids (...) -> E y (..., E), with word and element dropout in training."""
+        return self.embedding_dropout(self.word_dropout(self.embedding(ids)))
+
     def output_features(self, s: torch.Tensor, emb: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """Equation 1 up to the vocabulary projection: s (..., H), E y_{i-1} (..., E), c (..., C)
         -> t (..., O) = dropout(tanh(U [s; E y; c])); logits = generator(t)."""
@@ -103,7 +109,7 @@ class Decoder(nn.Module):
         The vocabulary projection is left to the caller, who may apply it to real tokens only.
         When gradients are wanted, the per-step layers run inside `deferred_weight_grads`: their
         weight gradients are formed once per batch, not once per step (nmt.model.deferred_grads)."""
-        emb = self.embedding_dropout(self.embedding(tgt_in))  # (B, T, E)
+        emb = self.embed(tgt_in)  # (B, T, E)
         # (T, B, G), hoisted. unbind (not gates[i]) so backward stacks the step gradients
         # instead of adding a full-size zero-padded gradient per step.
         gates = self.embed_gates(emb).transpose(0, 1).unbind(0)
@@ -125,6 +131,6 @@ class Decoder(nn.Module):
         self, y_prev: torch.Tensor, state: State, context: torch.Tensor, memory: AttentionMemory, step: int
     ) -> tuple[torch.Tensor, State, torch.Tensor, torch.Tensor]:
         """Free-running step. y_prev (B,) -> logits (B, V), s_i, c_i (B, C), alpha_i (B, S)."""
-        emb = self.embedding_dropout(self.embedding(y_prev))
+        emb = self.embed(y_prev)
         state, context, alpha = self.advance(self.embed_gates(emb), state, context, memory, step)
         return self.generator(self.output_features(state[0], emb, context)), state, context, alpha

@@ -11,7 +11,7 @@ from nmt.attention.memory import AttentionMemory
 from nmt.data.tokenizer import PAD
 from nmt.model.cells import State
 from nmt.model.decoder import Decoder
-from nmt.model.dropout import Dropout
+from nmt.model.dropout import Dropout, WordDropout
 from nmt.model.encoder import Encoder
 
 
@@ -27,12 +27,15 @@ class Seq2SeqOutput(NamedTuple):
 class Seq2Seq(nn.Module):
     """RNN encoder-decoder with attention (built by `nmt.model.build.build_model`)."""
 
-    def __init__(self, src_embedding: nn.Embedding, encoder: Encoder, decoder: Decoder, embedding_dropout: float) -> None:
+    def __init__(
+        self, src_embedding: nn.Embedding, encoder: Encoder, decoder: Decoder, embedding_dropout: float, word_dropout: float = 0.0
+    ) -> None:
         super().__init__()
         self.src_embedding = src_embedding
         self.encoder = encoder
         self.decoder = decoder
         self.embedding_dropout = Dropout(embedding_dropout)
+        self.word_dropout = WordDropout(word_dropout)
 
     @property
     def max_source_len(self) -> int | None:
@@ -46,7 +49,7 @@ class Seq2Seq(nn.Module):
 
     def encode(self, src: torch.Tensor, src_lens: torch.Tensor) -> tuple[AttentionMemory, State]:
         """src (B, S) ids, src_lens (B,) -> attention memory over h (B, S, 2H) and s_0."""
-        states, final = self.encoder(self.embedding_dropout(self.src_embedding(src)), src_lens)
+        states, final = self.encoder(self.embedding_dropout(self.word_dropout(self.src_embedding(src))), src_lens)
         memory = self.decoder.attention.memory(states, states, src != PAD)
         return memory, self.decoder.init_state(final)
 

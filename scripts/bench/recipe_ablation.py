@@ -39,6 +39,8 @@ CHANGES: dict[str, tuple[list[str], str]] = {
     "default": ([], "the default recipe"),
     "sampling": (["data.sampling_alpha=0.1", "data.sampling_nbest=64"], "subword sampling, alpha 0.1 over the 64 best"),
     "sampling_all": (["data.sampling_alpha=0.5", "data.sampling_nbest=-1"], "subword sampling, alpha 0.5 over all segmentations"),
+    "sampling_0.3": (["data.sampling_alpha=0.3", "data.sampling_nbest=64"], "subword sampling, alpha 0.3 over the 64 best"),
+    "word_dropout_0.1": (["model.word_dropout=0.1"], "word dropout 0.1 (whole source and decoder-input tokens)"),
     "select": (["train.select_at_end=true"], "best.pt chosen at the end by beam-5 validation (best or last weights)"),
     "average": (["train.select_at_end=true", "train.keep_checkpoints=4"], "as select, with the average of the last 4 checkpoints"),
     "ema": (["train.ema_decay=0.999", "train.select_at_end=true"], "moving average of the weights (0.999), selected as select"),
