@@ -86,7 +86,7 @@ def test_word_dropout_gradient_and_eval_mode() -> None:
 
 def test_model_word_dropout_hides_whole_source_and_target_tokens_in_training_only() -> None:
     """model.word_dropout reaches both embeddings: in training some tokens' vectors are all zero
-    (on both sides), in eval mode none is and the model is deterministic."""
+    (on both sides), in eval mode none is."""
     torch.manual_seed(7)
     model = build_model(ModelConfig(embedding_size=8, embedding_dropout=0.0, word_dropout=0.5, tie_target_embeddings=False), 30, 30)
     src = torch.randint(4, 30, (6, 10))

@@ -99,7 +99,7 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
         attend_previous=cfg.attention.attend_from == AttendFrom.previous,
         dropout=dec.dropout,
         embedding_dropout=cfg.embedding_dropout,
-        tie_embeddings=cfg.tie_target_embeddings,
         word_dropout=cfg.word_dropout,
+        tie_embeddings=cfg.tie_target_embeddings,
     )
     return Seq2Seq(src_embedding, encoder, decoder, cfg.embedding_dropout, cfg.word_dropout)

@@ -44,8 +44,8 @@ class Decoder(nn.Module):
         attend_previous: bool,
         dropout: float,
         embedding_dropout: float,
+        word_dropout: float,
         tie_embeddings: bool,
-        word_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         vocab_size, emb_size = embedding.weight.shape

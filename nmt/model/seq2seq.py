@@ -28,7 +28,7 @@ class Seq2Seq(nn.Module):
     """RNN encoder-decoder with attention (built by `nmt.model.build.build_model`)."""
 
     def __init__(
-        self, src_embedding: nn.Embedding, encoder: Encoder, decoder: Decoder, embedding_dropout: float, word_dropout: float = 0.0
+        self, src_embedding: nn.Embedding, encoder: Encoder, decoder: Decoder, embedding_dropout: float, word_dropout: float
     ) -> None:
         super().__init__()
         self.src_embedding = src_embedding
