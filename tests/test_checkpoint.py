@@ -112,10 +112,14 @@ def test_a_version_1_checkpoint_loads_translates_and_resumes(tmp_path: Path, cap
                  "data.toy.n_valid=20", "data.toy.n_test=20", "data.toy.n_symbols=8", "model.embedding_size=16",
                  "model.encoder.hidden_size=8", "model.decoder.hidden_size=16", "model.decoder.output_size=16",
                  "model.attention.hidden_size=8",
-                 # the dropout of the defaults it was trained with (0.4 since): a resume must state the run's config
-                 "model.encoder.dropout=0.3", "model.decoder.dropout=0.3", "model.embedding_dropout=0.3",
+                 # it predates word dropout, so it trained without it (0.1 by default since): a resume must
+                 # state the run's config
+                 "model.word_dropout=0",
                  "train.max_steps=5", "train.valid_every=3", "train.progress=false", "train.threads=1", "train.test_at_end=false",
                  "train.resume=auto"]
+    without = [o for o in overrides if o != "model.word_dropout=0"]
+    with pytest.raises(UserError, match=r"model\.word_dropout: checkpoint 0\.0, now 0\.1"):
+        train(compose_config(without), run_dir)
     with caplog.at_level(logging.INFO, logger="nmt.training.loop"):
         state = train(compose_config(overrides), run_dir)
     assert f"resumed {run_dir / 'checkpoints' / 'last.pt'} at step 3 (epoch 0, batch 3)" in caplog.text

@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 # `train.*` may differ (e.g. a larger max_minutes to continue a finished run).
 _MUST_MATCH = ("seed", "data", "model")
 _MAY_DIFFER = {"data.batch_tokens", "data.cache_dir", "data.url", "data.dir"}
+# Settings whose default is not what a checkpoint written before the setting existed ran with:
+# such a checkpoint trained without word dropout, whatever the default is now.
+_BEFORE_IT_EXISTED: dict[str, Any] = {"model.word_dropout": 0.0}
 
 
 @dataclass
@@ -195,6 +198,12 @@ def check_compatible(saved: dict[str, Any], cfg: Config, path: Path, sections: t
     current = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
     defaults = OmegaConf.to_container(OmegaConf.structured(Config), resolve=True, enum_to_str=True)
     assert isinstance(current, dict) and isinstance(defaults, dict)
+    for dotted, value in _BEFORE_IT_EXISTED.items():
+        *parents, leaf = dotted.split(".")
+        section = defaults
+        for name in parents:
+            section = section[name]
+        section[leaf] = value
     diffs = [
         f"{key}: checkpoint {old!r}, now {new!r}"
         for section in sections
@@ -206,8 +215,9 @@ def check_compatible(saved: dict[str, Any], cfg: Config, path: Path, sections: t
 
 
 def _with_defaults(saved: Any, defaults: Any) -> Any:
-    """A saved config section with the settings it predates filled in at their defaults (a
-    checkpoint written before an option existed ran as the option's default does)."""
+    """A saved config section with the settings it predates filled in from `defaults`: the values
+    a checkpoint written before an option existed ran with (the option's default, or its entry in
+    _BEFORE_IT_EXISTED)."""
     if not (isinstance(saved, dict) and isinstance(defaults, dict)):
         return saved
     return {**{k: v for k, v in defaults.items() if k not in saved}, **{k: _with_defaults(v, defaults.get(k)) for k, v in saved.items()}}

@@ -29,9 +29,10 @@ from nmt.system.runtime import cpu_model
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def dropout(p: float) -> list[str]:
-    """Overrides that set the encoder's, the decoder's and the embeddings' dropout to p together."""
-    return [f"model.encoder.dropout={p}", f"model.decoder.dropout={p}", f"model.embedding_dropout={p}"]
+def dropout(p: float, words: float = 0.0) -> list[str]:
+    """Overrides that set the encoder's, the decoder's and the embeddings' dropout to p together, and
+    the word dropout to `words` (the dropout entries below were measured without word dropout)."""
+    return [f"model.encoder.dropout={p}", f"model.decoder.dropout={p}", f"model.embedding_dropout={p}", f"model.word_dropout={words}"]
 
 
 # name -> (overrides of the default run, what it changes)
@@ -40,12 +41,14 @@ CHANGES: dict[str, tuple[list[str], str]] = {
     "sampling": (["data.sampling_alpha=0.1", "data.sampling_nbest=64"], "subword sampling, alpha 0.1 over the 64 best"),
     "sampling_all": (["data.sampling_alpha=0.5", "data.sampling_nbest=-1"], "subword sampling, alpha 0.5 over all segmentations"),
     "sampling_0.3": (["data.sampling_alpha=0.3", "data.sampling_nbest=64"], "subword sampling, alpha 0.3 over the 64 best"),
-    "word_dropout_0.1": (["model.word_dropout=0.1"], "word dropout 0.1 (whole source and decoder-input tokens)"),
+    "no_word_dropout": (dropout(0.4), "element dropout 0.4, no word dropout (the default until 2026-12-05)"),
+    "word_dropout_0.1": (dropout(0.4, words=0.1), "word dropout 0.1 (whole source and decoder-input tokens), element dropout 0.4"),
+    "word_dropout_0.2": (dropout(0.4, words=0.2), "word dropout 0.2, element dropout 0.4"),
     "select": (["train.select_at_end=true"], "best.pt chosen at the end by beam-5 validation (best or last weights)"),
     "average": (["train.select_at_end=true", "train.keep_checkpoints=4"], "as select, with the average of the last 4 checkpoints"),
     "ema": (["train.ema_decay=0.999", "train.select_at_end=true"], "moving average of the weights (0.999), selected as select"),
     "dropout_0.2": (dropout(0.2), "dropout 0.2"),
-    "dropout_0.3": (dropout(0.3), "dropout 0.3 (the default until 2026-12-03)"),
+    "dropout_0.3": (dropout(0.3), "dropout 0.3 without word dropout (the default until 2026-12-03)"),
     "dropout_0.5": (dropout(0.5), "dropout 0.5"),
     "smoothing_0.2": (["train.label_smoothing=0.2"], "label smoothing 0.2"),
     "batch_2000": (["data.batch_tokens=2000", "train.lr=3e-3"], "batches of 2,000 tokens, peak rate 3e-3"),
