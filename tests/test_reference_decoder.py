@@ -42,7 +42,7 @@ def toy_batch() -> tuple[torch.Tensor, ...]:
 
 
 def tiny_model(score: Score, mode: Mode, extra: dict, cell: CellType, attend_from: AttendFrom) -> Seq2Seq:
-    cfg = ModelConfig(embedding_size=8, embedding_dropout=0.0)
+    cfg = ModelConfig(embedding_size=8, embedding_dropout=0.0, word_dropout=0.0)
     cfg.encoder.hidden_size, cfg.encoder.dropout = 8, 0.0
     cfg.decoder.hidden_size, cfg.decoder.output_size, cfg.decoder.dropout, cfg.decoder.cell = 16, 8, 0.0, cell
     att = cfg.attention

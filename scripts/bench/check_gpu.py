@@ -34,7 +34,7 @@ from nmt.training.step import train_step
 def losses(device: torch.device, precision: str, batches: list, vocab: int, steps: int) -> tuple[list[float], float]:
     """Train a fresh default-size model for `steps` -> (per-step mean losses, target tokens/s)."""
     seed_everything(0)
-    cfg = ModelConfig(embedding_dropout=0.0)  # the default size; no dropout, so devices draw no different masks
+    cfg = ModelConfig(embedding_dropout=0.0, word_dropout=0.0)  # the default size; no dropout, so devices draw no different masks
     cfg.encoder.dropout = cfg.decoder.dropout = 0.0
     model = build_model(cfg, vocab, vocab).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
