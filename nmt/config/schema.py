@@ -183,8 +183,8 @@ class EncoderConfig:
     hidden_size: int = num(256, ge=1)  # per direction
     layers: int = num(1, ge=1)
     # 0.3 together with word dropout 0.1 (ModelConfig.word_dropout): the lowest validation loss and the
-    # best test BLEU of the hour on Multi30k's 29,000 pairs; 0.4 without word dropout over-fitted less
-    # than 0.3 alone, 0.4 with it under-fits (docs/performance.md). The three dropouts move together.
+    # best test BLEU of an hour on Multi30k's 29,000 pairs, ahead of 0.4 with or without word dropout
+    # (docs/performance.md). The three dropouts move together.
     dropout: float = num(0.3, ge=0, lt=1)
     # A self-attention layer (with residual) over the RNN states, scored by any of the five scores.
     self_attention: bool = False

@@ -196,14 +196,11 @@ def check_continuable(cfg: Config, run_dir: Path) -> None:
 def check_compatible(saved: dict[str, Any], cfg: Config, path: Path, sections: tuple[str, ...] = _MUST_MATCH) -> None:
     """Raise a UserError naming every setting in `sections` where the checkpoint's config differs."""
     current = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
-    defaults = OmegaConf.to_container(OmegaConf.structured(Config), resolve=True, enum_to_str=True)
-    assert isinstance(current, dict) and isinstance(defaults, dict)
+    predated = OmegaConf.structured(Config)
     for dotted, value in _BEFORE_IT_EXISTED.items():
-        *parents, leaf = dotted.split(".")
-        section = defaults
-        for name in parents:
-            section = section[name]
-        section[leaf] = value
+        OmegaConf.update(predated, dotted, value)
+    defaults = OmegaConf.to_container(predated, resolve=True, enum_to_str=True)
+    assert isinstance(current, dict) and isinstance(defaults, dict)
     diffs = [
         f"{key}: checkpoint {old!r}, now {new!r}"
         for section in sections
