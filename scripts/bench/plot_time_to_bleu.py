@@ -9,7 +9,8 @@ training step's). JoeyNMT: its train.log's "Evaluation result (greedy) ... bleu:
 timestamps, minus the first "Epoch" line's). OpenNMT-py: its log's "validation BLEU: X" lines
 (`valid_metrics: [BLEU]`; timestamps, minus the first "Step" line's). Each system's BLEU is
 sacrebleu's corpus BLEU of its detokenized validation translations; the minutes include each
-system's own validation time.
+system's own validation time. It also prints nmt's lead over each peer after `--lead-after` minutes:
+at every validation of either system, the other's curve interpolated linearly there.
 """
 
 from __future__ import annotations
@@ -50,6 +51,23 @@ def log_curve(text: str, start_pattern: str, bleu_pattern: str) -> Curve:
     return curve
 
 
+def interpolate(curve: Curve, minute: float) -> float | None:
+    """BLEU of `curve` at `minute`, linear between its validations; None outside its first..last validation."""
+    for (m0, b0), (m1, b1) in zip(curve, curve[1:]):
+        if m0 <= minute <= m1:
+            return b0 if m1 == m0 else b0 + (b1 - b0) * (minute - m0) / (m1 - m0)
+    return curve[0][1] if len(curve) == 1 and curve[0][0] == minute else None
+
+
+def leads(ours: Curve, theirs: Curve, after: float) -> list[tuple[float, float]]:
+    """(minute, our BLEU minus theirs) at every validation of either curve later than `after` minutes,
+    the other curve interpolated linearly there; a minute outside either curve's span is left out
+    (neither system had validated yet, or one had stopped)."""
+    minutes = sorted({m for m, _ in ours + theirs if m > after})
+    pairs = ((m, interpolate(ours, m), interpolate(theirs, m)) for m in minutes)
+    return [(m, a - b) for m, a, b in pairs if a is not None and b is not None]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nmt", type=Path, required=True)
@@ -57,6 +75,8 @@ def main() -> None:
     parser.add_argument("--onmt", type=Path, required=True, help="OpenNMT-py training log")
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--title", default="Multi30k de-en, 2 CPU cores")
+    parser.add_argument("--lead-after", type=float, default=4.0,
+                        help="report nmt's lead over each peer at every validation after this minute")
     args = parser.parse_args()
     curves = {
         "nmt": nmt_curve(args.nmt),
@@ -78,6 +98,12 @@ def main() -> None:
     for name, curve in curves.items():
         best = max(curve, key=lambda point: point[1]) if curve else (0.0, 0.0)
         print(f"{name}: {len(curve)} validations, best BLEU {best[1]:.2f} at {best[0]:.1f} min")
+    for name, curve in curves.items():
+        if name == "nmt" or not (points := leads(curves["nmt"], curve, args.lead_after)):
+            continue
+        low, high = min(points, key=lambda p: p[1]), max(points, key=lambda p: p[1])
+        print(f"nmt - {name} after minute {args.lead_after:g}, at {len(points)} validations: lowest {low[1]:+.2f} "
+              f"(minute {low[0]:.1f}), highest {high[1]:+.2f} (minute {high[0]:.1f})")
 
 
 if __name__ == "__main__":
