@@ -21,6 +21,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -53,10 +54,9 @@ def log_curve(text: str, start_pattern: str, bleu_pattern: str) -> Curve:
 
 def interpolate(curve: Curve, minute: float) -> float | None:
     """BLEU of `curve` at `minute`, linear between its validations; None outside its first..last validation."""
-    for (m0, b0), (m1, b1) in zip(curve, curve[1:]):
-        if m0 <= minute <= m1:
-            return b0 if m1 == m0 else b0 + (b1 - b0) * (minute - m0) / (m1 - m0)
-    return curve[0][1] if len(curve) == 1 and curve[0][0] == minute else None
+    if not curve or not curve[0][0] <= minute <= curve[-1][0]:
+        return None
+    return float(np.interp(minute, [m for m, _ in curve], [b for _, b in curve]))
 
 
 def leads(ours: Curve, theirs: Curve, after: float) -> list[tuple[float, float]]:
