@@ -3,17 +3,24 @@ the measurement leaves the run exactly as it was."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import datasets
 import pytest
 import torch
+from support import compose_config, toy_overrides
 from test_reference_decoder import _Batch, toy_batch
 
 from nmt.config.schema import ModelConfig
 from nmt.data.batching import BatchSampler
 from nmt.model.build import build_model
+from nmt.model.checkpoint import load_checkpoint
 from nmt.model.seq2seq import Seq2Seq
 from nmt.training import precision
+from nmt.training.loop import Trainer
 from nmt.training.precision import TRAIN_BF16_MIN_SPEEDUP, cpu_trains_faster_in_bf16, faster_in_bf16, first_batches
+from nmt.training.session import train
 
 
 def small_model() -> Seq2Seq:
@@ -102,3 +109,22 @@ def test_an_epoch_of_fewer_batches_is_timed_from_its_start_again() -> None:
     with pytest.raises(ValueError, match="at least one timed batch"):
         faster_in_bf16(lambda dtype, k: 1.0, batches=0)
 
+
+
+def test_a_resumed_run_keeps_the_precision_auto_chose_when_it_started(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timing may come out otherwise on another host or minute; a run that started in bf16
+    goes on in bf16 (no new timing), and an explicit setting on resuming still wins."""
+    base = toy_overrides(workdir, n_train=100) + ["train.precision=auto", "train.valid_every=3", "train.test_at_end=false"]
+    timings: list[bool] = []
+    monkeypatch.setattr(Trainer, "_trains_faster_in_bf16", lambda self: timings.append(True) or True)
+    assert train(compose_config(base + ["train.max_steps=3"]), workdir / "run").precision == "bf16"
+    assert timings == [True]  # cpu_multiplies_bf16 aside: the rule asked once, at the start
+
+    monkeypatch.setattr(Trainer, "_trains_faster_in_bf16", lambda self: pytest.fail("a resumed run timed the step again"))
+    resumed = train(compose_config(base + ["train.max_steps=6", "train.resume=auto"]), workdir / "run")
+    assert resumed.step == 6 and resumed.precision == "bf16"
+    assert json.loads((workdir / "run" / "metrics.json").read_text())["precision"] == "bf16"
+    assert load_checkpoint(workdir / "run" / "checkpoints" / "last.pt").train_state["precision"] == "bf16"
+
+    forced = train(compose_config(base + ["train.max_steps=9", "train.resume=auto", "train.precision=fp32"]), workdir / "run")
+    assert forced.step == 9 and forced.precision == "fp32"

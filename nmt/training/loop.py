@@ -99,9 +99,19 @@ class Trainer:
         self.resumed = False
         self.saved_step: int | None = None  # the step of checkpoints/last.pt, once there is one
         self.forward: DistributedDataParallel | None = None
-        # auto on a CPU: the faster precision, timed on this model's step (rank 0's measurement for all)
-        self.cast = precision_dtype(tc.precision.value, self.device, lambda: dist.from_main(self._trains_faster_in_bf16, world))
+        self.cast: torch.dtype | None = None  # bf16 autocast or plain fp32: chosen by `resume`
         self.started, self.elapsed_before = time.monotonic(), 0.0
+
+    def _choose_precision(self) -> torch.dtype | None:
+        """train.precision's autocast dtype (None: fp32), recorded in the state. `auto` on a CPU times
+        this model's step (rank 0's measurement for all) when the run starts; a resumed run keeps
+        what it started in, since the timing may come out otherwise on another host or minute."""
+        setting = self.cfg.train.precision.value
+        if setting == "auto" and self.state.precision:
+            setting = self.state.precision
+        cast = precision_dtype(setting, self.device, lambda: dist.from_main(self._trains_faster_in_bf16, self.world))
+        self.state.precision = "bf16" if cast is not None else "fp32"
+        return cast
 
     def _trains_faster_in_bf16(self) -> bool:
         batches = [batch.to(self.device) for batch in first_batches(self.sampler)]
@@ -127,6 +137,7 @@ class Trainer:
             self._continue_from(path)
         elif tc.init_from:
             init_weights(self.model, tc.init_from, data.src_tokenizer.model_proto, data.tgt_tokenizer.model_proto)
+        self.cast = self._choose_precision()
         if self.world.distributed and not self.resumed:
             seed_everything(self.cfg.seed + self.world.rank)  # different dropout masks per replica (weights are already equal)
 

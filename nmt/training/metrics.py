@@ -34,7 +34,8 @@ def write_metrics(cfg: Config, run_dir: Path, state: TrainingState, n_params: in
     best.pt was chosen at the end (`nmt.training.selection`), if it was."""
     metrics: dict[str, Any] = {
         **run_choices(cfg), "steps": state.step, "epochs": state.epoch, "minutes": round(state.minutes, 2),
-        "tokens_per_s": round(tokens_per_s, 1), "parameters": n_params, "stop": state.stop,
+        "tokens_per_s": round(tokens_per_s, 1), "parameters": n_params,
+        "precision": state.precision, "stop": state.stop,
         "skipped_steps": state.skipped_steps,
         "processes": {"count": len(digests), "replicas_identical": len(set(digests)) == 1, "parameter_sha1": digests},
         "valid": state.best,

@@ -57,6 +57,9 @@ class TrainingState:
     elapsed_s: float = 0.0  # training wall-clock time, over every resumption
     nonfinite_in_row: int = 0
     skipped_steps: int = 0
+    # what the run trains in ("fp32" or "bf16"; "" until chosen): train.precision=auto times the step
+    # when a run starts, and a resumed run keeps that choice, so it goes on exactly as it would have
+    precision: str = ""
     stop: str = ""  # why training stopped ("" while it runs)
 
     def saved(self) -> dict[str, Any]:
