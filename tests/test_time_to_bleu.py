@@ -1,10 +1,13 @@
 """The lead that scripts/bench/plot_time_to_bleu.py reports: one curve minus another, each interpolated
-linearly at the other's validations (issue 26's "3 BLEU above at every validation after minute 4")."""
+linearly at the other's validations (issue 26's "3 BLEU above at every validation after minute 4"),
+and the nmt run that scripts/bench/time_to_bleu.py races."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
+from support import compose_config
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "plot_time_to_bleu.py"
 
@@ -35,3 +38,34 @@ def test_leads_at_both_curves_validations_after_the_minute(plot) -> None:
     assert [m for m, _ in points] == [5.0, 6.0, 8.0]
     assert [lead for _, lead in points] == pytest.approx([9.0, 6.0, 4.0])
     assert plot.leads(ours, [], after=4.0) == []
+
+
+@pytest.fixture(scope="module")
+def race():
+    sys.path.insert(0, str(SCRIPT.parent))  # the script imports its sibling bench_peers
+    try:
+        spec = importlib.util.spec_from_file_location("time_to_bleu", SCRIPT.parent / "time_to_bleu.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return module
+
+
+def test_nmt_runs_its_default_with_the_overrides_last_so_that_they_win(race, tmp_path: Path) -> None:
+    plain = race.nmt_command(tmp_path, 15, 681, [])
+    varied = race.nmt_command(tmp_path, 15, 681, ["model.attention.attend_from=current", "train.valid_every=100"])
+    assert plain[1:3] == ["-m", "nmt.train"] and "train.max_minutes=15" in plain and "train.valid_every=681" in plain
+    assert varied == plain + ["model.attention.attend_from=current", "train.valid_every=100"]
+    cfg = compose_config([o for o in varied[3:] if not o.startswith("hydra.")])
+    assert cfg.model.attention.attend_from.value == "current" and cfg.train.valid_every == 100
+
+
+def test_overrides_without_an_nmt_run_are_refused_before_anything_trains(race, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(race, "prepare", lambda cfg: pytest.fail("prepared data although the arguments were refused"))
+    monkeypatch.setattr(sys, "argv", ["time_to_bleu.py", "--joeynmt-python", "python", "--onmt-bin", "bin", "--systems", "joeynmt",
+                                      "model.attention.attend_from=current"])
+    with pytest.raises(SystemExit) as exit_:
+        race.main()
+    assert exit_.value.code == 2
+    assert "are for nmt's run, and --systems does not train nmt" in capsys.readouterr().err

@@ -10,6 +10,7 @@ ones `scripts/bench/bench_peers.sh` installs; run this through `bash scripts/ben
 
     bash scripts/bench/time_to_bleu.sh [--minutes 20]     # about 3 x 20 minutes, nothing else running
     bash scripts/bench/time_to_bleu.sh --systems joeynmt  # train one again, plot with the others' logs
+    bash scripts/bench/time_to_bleu.sh --systems nmt model.attention.attend_from=current  # nmt with overrides
 """
 
 from __future__ import annotations
@@ -49,11 +50,17 @@ def timed(cmd: list[str], seconds: float, log: Path, env: dict[str, str] | None 
             proc.wait(timeout=60)
 
 
-def run_nmt(work: Path, minutes: float, valid_steps: int) -> None:
+def nmt_command(work: Path, minutes: float, valid_steps: int, overrides: list[str]) -> list[str]:
+    """nmt's training for the race: its default recipe with the race's budget and validations, then
+    `overrides` (Hydra key=value; last, so that they win)."""
+    return [sys.executable, "-m", "nmt.train", f"hydra.run.dir={work / 'nmt'}", f"train.max_minutes={minutes}",
+            f"train.valid_every={valid_steps}", "train.test_at_end=false", "train.progress=false",
+            "train.early_stopping_patience=100", *overrides]
+
+
+def run_nmt(work: Path, minutes: float, valid_steps: int, overrides: list[str]) -> None:
     shutil.rmtree(work / "nmt", ignore_errors=True)
-    timed([sys.executable, "-m", "nmt.train", f"hydra.run.dir={work / 'nmt'}", f"train.max_minutes={minutes}",
-           f"train.valid_every={valid_steps}", "train.test_at_end=false", "train.progress=false",
-           "train.early_stopping_patience=100"], minutes * 60 + 600, work / "nmt.log")
+    timed(nmt_command(work, minutes, valid_steps, overrides), minutes * 60 + 600, work / "nmt.log")
 
 
 def run_joeynmt(work: Path, minutes: float, valid_steps: int, python: str) -> None:
@@ -87,12 +94,18 @@ def main() -> None:
     parser.add_argument("--systems", default=",".join(STEP_SECONDS),
                         help="which to train (again), comma-separated; the others' logs in --work are plotted as they are")
     parser.add_argument("--work", type=Path, default=ROOT / "bench" / "time_to_bleu")
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "images" / "time_to_bleu.png")
+    parser.add_argument("--output", type=Path, help="the picture (default: docs/images/time_to_bleu.png for nmt's "
+                        "default recipe, time_to_bleu.png in --work when nmt runs with overrides)")
+    parser.add_argument("overrides", nargs="*",
+                        help="nmt.train overrides (key=value) for nmt's run, e.g. model.attention.attend_from=current")
     args = parser.parse_args()
     systems = args.systems.split(",")
     if unknown := set(systems) - set(STEP_SECONDS):
         parser.error(f"--systems: unknown {sorted(unknown)}; choose from {list(STEP_SECONDS)}")
+    if args.overrides and "nmt" not in systems:
+        parser.error(f"overrides {args.overrides} are for nmt's run, and --systems does not train nmt")
     work = args.work
+    output = args.output or (work / "time_to_bleu.png" if args.overrides else ROOT / "docs" / "images" / "time_to_bleu.png")
     work.mkdir(parents=True, exist_ok=True)
     data = prepare(DataConfig())
     (work / "spm.model").write_bytes(data.tgt_tokenizer.model_proto)
@@ -104,15 +117,16 @@ def main() -> None:
     valid_steps = {name: max(1, int(args.valid_minutes * 60 / step)) for name, step in STEP_SECONDS.items()}
 
     if "nmt" in systems:
-        run_nmt(work, args.minutes, valid_steps["nmt"])
+        run_nmt(work, args.minutes, valid_steps["nmt"], args.overrides)
     if "joeynmt" in systems:
         run_joeynmt(work, args.minutes, valid_steps["joeynmt"], args.joeynmt_python)
     if "onmt" in systems:
         run_onmt(work, args.minutes, valid_steps["onmt"], args.onmt_bin)
 
     subprocess.run([sys.executable, "scripts/bench/plot_time_to_bleu.py", "--nmt", str(work / "nmt"), "--joeynmt", str(work / "joey"),
-                    "--onmt", str(work / "onmt.out"), "--output", str(args.output),
-                    "--title", f"Multi30k de-en, validation BLEU vs minutes, 2 CPU cores ({args.minutes:g} min each)"],
+                    "--onmt", str(work / "onmt.out"), "--output", str(output),
+                    "--title", f"Multi30k de-en, validation BLEU vs minutes, 2 CPU cores ({args.minutes:g} min each)"
+                    + (f"\nnmt: {' '.join(args.overrides)}" if args.overrides else "")],
                    cwd=ROOT, check=True)
 
 
