@@ -56,9 +56,17 @@ def test_nmt_runs_its_default_with_the_overrides_last_so_that_they_win(race, tmp
     plain = race.nmt_command(tmp_path, 15, 681, [])
     varied = race.nmt_command(tmp_path, 15, 681, ["model.attention.attend_from=current", "train.valid_every=100"])
     assert plain[1:3] == ["-m", "nmt.train"] and "train.max_minutes=15" in plain and "train.valid_every=681" in plain
-    assert varied == plain + ["model.attention.attend_from=current", "train.valid_every=100"]
+    assert varied[4:] == plain[4:] + ["model.attention.attend_from=current", "train.valid_every=100"]
     cfg = compose_config([o for o in varied[3:] if not o.startswith("hydra.")])
     assert cfg.model.attention.attend_from.value == "current" and cfg.train.valid_every == 100
+
+
+def test_a_run_with_overrides_trains_beside_the_defaults_run_never_into_it(race, tmp_path: Path) -> None:
+    assert race.nmt_command(tmp_path, 15, 681, [])[3] == f"hydra.run.dir={tmp_path / 'nmt'}"
+    luong = race.nmt_command(tmp_path, 15, 681, ["model.attention.attend_from=current"])[3]
+    assert luong == f"hydra.run.dir={tmp_path / 'nmt+model.attention.attend_from-current'}"
+    names = {race.nmt_run_name(o) for o in ([], ["a=1"], ["a=2"], ["a=1", "b=x/y z"])}
+    assert names == {"nmt", "nmt+a-1", "nmt+a-2", "nmt+a-1+b-x_y_z"}
 
 
 def test_overrides_without_an_nmt_run_are_refused_before_anything_trains(race, monkeypatch, capsys) -> None:

@@ -10,13 +10,15 @@ ones `scripts/bench/bench_peers.sh` installs; run this through `bash scripts/ben
 
     bash scripts/bench/time_to_bleu.sh [--minutes 20]     # about 3 x 20 minutes, nothing else running
     bash scripts/bench/time_to_bleu.sh --systems joeynmt  # train one again, plot with the others' logs
-    bash scripts/bench/time_to_bleu.sh --systems nmt model.attention.attend_from=current  # nmt with overrides
+    bash scripts/bench/time_to_bleu.sh --systems nmt model.attention.attend_from=current  # nmt with overrides,
+        # into --work/nmt+model.attention.attend_from-current, beside the default's --work/nmt
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,17 +52,24 @@ def timed(cmd: list[str], seconds: float, log: Path, env: dict[str, str] | None 
             proc.wait(timeout=60)
 
 
+def nmt_run_name(overrides: list[str]) -> str:
+    """The folder in --work of nmt's run: `nmt` for the default recipe, `nmt+key-value+...` with
+    overrides, so that a run with overrides never replaces the default's (nor another's)."""
+    return "+".join(["nmt", *(re.sub(r"[^A-Za-z0-9._-]", "_", o.replace("=", "-")) for o in overrides)])
+
+
 def nmt_command(work: Path, minutes: float, valid_steps: int, overrides: list[str]) -> list[str]:
     """nmt's training for the race: its default recipe with the race's budget and validations, then
-    `overrides` (Hydra key=value; last, so that they win)."""
-    return [sys.executable, "-m", "nmt.train", f"hydra.run.dir={work / 'nmt'}", f"train.max_minutes={minutes}",
-            f"train.valid_every={valid_steps}", "train.test_at_end=false", "train.progress=false",
-            "train.early_stopping_patience=100", *overrides]
+    `overrides` (Hydra key=value; last, so that they win), into `work / nmt_run_name(overrides)`."""
+    return [sys.executable, "-m", "nmt.train", f"hydra.run.dir={work / nmt_run_name(overrides)}",
+            f"train.max_minutes={minutes}", f"train.valid_every={valid_steps}", "train.test_at_end=false",
+            "train.progress=false", "train.early_stopping_patience=100", *overrides]
 
 
 def run_nmt(work: Path, minutes: float, valid_steps: int, overrides: list[str]) -> None:
-    shutil.rmtree(work / "nmt", ignore_errors=True)
-    timed(nmt_command(work, minutes, valid_steps, overrides), minutes * 60 + 600, work / "nmt.log")
+    name = nmt_run_name(overrides)
+    shutil.rmtree(work / name, ignore_errors=True)
+    timed(nmt_command(work, minutes, valid_steps, overrides), minutes * 60 + 600, work / f"{name}.log")
 
 
 def run_joeynmt(work: Path, minutes: float, valid_steps: int, python: str) -> None:
@@ -95,7 +104,7 @@ def main() -> None:
                         help="which to train (again), comma-separated; the others' logs in --work are plotted as they are")
     parser.add_argument("--work", type=Path, default=ROOT / "bench" / "time_to_bleu")
     parser.add_argument("--output", type=Path, help="the picture (default: docs/images/time_to_bleu.png for nmt's "
-                        "default recipe, time_to_bleu.png in --work when nmt runs with overrides)")
+                        "default recipe; with overrides, time_to_bleu_nmt+....png in --work beside nmt+... , its run)")
     parser.add_argument("overrides", nargs="*",
                         help="nmt.train overrides (key=value) for nmt's run, e.g. model.attention.attend_from=current")
     args = parser.parse_args()
@@ -105,7 +114,8 @@ def main() -> None:
     if args.overrides and "nmt" not in systems:
         parser.error(f"overrides {args.overrides} are for nmt's run, and --systems does not train nmt")
     work = args.work
-    output = args.output or (work / "time_to_bleu.png" if args.overrides else ROOT / "docs" / "images" / "time_to_bleu.png")
+    nmt_run = nmt_run_name(args.overrides)
+    output = args.output or (work / f"time_to_bleu_{nmt_run}.png" if args.overrides else ROOT / "docs" / "images" / "time_to_bleu.png")
     work.mkdir(parents=True, exist_ok=True)
     data = prepare(DataConfig())
     (work / "spm.model").write_bytes(data.tgt_tokenizer.model_proto)
@@ -123,7 +133,7 @@ def main() -> None:
     if "onmt" in systems:
         run_onmt(work, args.minutes, valid_steps["onmt"], args.onmt_bin)
 
-    subprocess.run([sys.executable, "scripts/bench/plot_time_to_bleu.py", "--nmt", str(work / "nmt"), "--joeynmt", str(work / "joey"),
+    subprocess.run([sys.executable, "scripts/bench/plot_time_to_bleu.py", "--nmt", str(work / nmt_run), "--joeynmt", str(work / "joey"),
                     "--onmt", str(work / "onmt.out"), "--output", str(output),
                     "--title", f"Multi30k de-en, validation BLEU vs minutes, 2 CPU cores ({args.minutes:g} min each)"
                     + (f"\nnmt: {' '.join(args.overrides)}" if args.overrides else "")],
