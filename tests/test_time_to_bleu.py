@@ -9,15 +9,24 @@ from pathlib import Path
 import pytest
 from support import compose_config
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench" / "plot_time_to_bleu.py"
+BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench"
+
+
+def load_script(name: str):
+    """scripts/bench/NAME.py as a module, its folder on sys.path while it loads (scripts import their siblings)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH))
+    return module
 
 
 @pytest.fixture(scope="module")
 def plot():
-    spec = importlib.util.spec_from_file_location("plot_time_to_bleu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("plot_time_to_bleu")
 
 
 def test_interpolate_is_linear_between_validations_and_none_outside(plot) -> None:
@@ -42,14 +51,7 @@ def test_leads_at_both_curves_validations_after_the_minute(plot) -> None:
 
 @pytest.fixture(scope="module")
 def race():
-    sys.path.insert(0, str(SCRIPT.parent))  # the script imports its sibling bench_peers
-    try:
-        spec = importlib.util.spec_from_file_location("time_to_bleu", SCRIPT.parent / "time_to_bleu.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    return module
+    return load_script("time_to_bleu")
 
 
 def test_nmt_runs_its_default_with_the_overrides_last_so_that_they_win(race, tmp_path: Path) -> None:

@@ -103,8 +103,8 @@ def main() -> None:
     parser.add_argument("--systems", default=",".join(STEP_SECONDS),
                         help="which to train (again), comma-separated; the others' logs in --work are plotted as they are")
     parser.add_argument("--work", type=Path, default=ROOT / "bench" / "time_to_bleu")
-    parser.add_argument("--output", type=Path, help="the picture (default: docs/images/time_to_bleu.png for nmt's "
-                        "default recipe; with overrides, time_to_bleu_nmt+....png in --work beside nmt+... , its run)")
+    parser.add_argument("--output", type=Path, help="the picture (default: docs/images/time_to_bleu.png; with "
+                        "overrides, time_to_bleu_<nmt's run folder>.png in --work)")
     parser.add_argument("overrides", nargs="*",
                         help="nmt.train overrides (key=value) for nmt's run, e.g. model.attention.attend_from=current")
     args = parser.parse_args()
