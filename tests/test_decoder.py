@@ -6,8 +6,10 @@ import pytest
 import torch
 from support import TINY_MODEL, compose_config
 
+from nmt.config.checks import check_train
 from nmt.model.build import build_model
 from nmt.model.seq2seq import Seq2Seq
+from nmt.system.errors import UserError
 
 
 def tiny_model(extra: list[str] | None = None) -> Seq2Seq:
@@ -98,3 +100,25 @@ def test_additive_keys_are_projected_once_per_sentence() -> None:
     with torch.no_grad():
         model(src, lens, tgt)
     assert len(calls) == 1
+
+
+def test_tied_source_embeddings_are_one_matrix_for_encoder_decoder_and_output() -> None:
+    """model.tie_source_embeddings: the encoder reads the very matrix the decoder reads and the output
+    layer projects with; a gradient through either side reaches it, and it is counted once."""
+    tied, untied = tiny_model(["model.tie_source_embeddings=true"]), tiny_model()
+    assert tied.src_embedding.weight is tied.decoder.embedding.weight is tied.decoder.generator.weight
+    assert untied.src_embedding.weight is not untied.decoder.embedding.weight
+    vocab, size = 30, 32
+    assert sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters()) == vocab * size
+    src, lens, _ = batch()
+    states, _ = tied.encoder(tied.src_embedding(src), lens)
+    states.sum().backward()
+    grad = tied.decoder.embedding.weight.grad
+    assert grad is not None and grad[5:10].abs().sum() > 0 and grad[10:].abs().sum() == 0  # the source ids' rows only
+
+
+def test_tied_source_embeddings_need_one_vocabulary() -> None:
+    with pytest.raises(UserError, match="tie_source_embeddings=true needs data.joint_vocab=true"):
+        check_train(compose_config(["model.tie_source_embeddings=true", "data.joint_vocab=false"]))
+    with pytest.raises(UserError, match=r"one vocabulary for both sides \(source 30 pieces, target 31\)"):
+        build_model(compose_config(TINY_MODEL + ["model.tie_source_embeddings=true"]).model, 30, 31)

@@ -205,6 +205,10 @@ class ModelConfig:
     embedding_dropout: float = num(0.3, ge=0, lt=1)
     word_dropout: float = num(0.1, ge=0, lt=1)  # whole source and decoder-input tokens dropped (nmt.model.dropout.WordDropout)
     tie_target_embeddings: bool = True
+    # The source embeddings are the target's too (with tie_target_embeddings: one matrix for the
+    # encoder's input, the decoder's input and the output layer; Press & Wolf 2017, Sockeye's
+    # src_trg_softmax). Needs data.joint_vocab: one subword model, so a piece has one id on both sides.
+    tie_source_embeddings: bool = False
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     decoder: DecoderConfig = field(default_factory=DecoderConfig)
     attention: AttentionConfig = field(default_factory=AttentionConfig)

@@ -30,6 +30,7 @@ from nmt.data.tokenizer import PAD
 from nmt.model.decoder import Decoder
 from nmt.model.encoder import Encoder
 from nmt.model.seq2seq import Seq2Seq
+from nmt.system.errors import UserError
 
 # score name -> constructor(config, query size d_s, key size d_h)
 SCORES: dict[Score, Callable[[AttentionConfig, int, int], AttentionScore]] = {
@@ -77,8 +78,12 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     """Assemble embeddings, encoder, attention and decoder from the model config (a UserError
     names the setting when sizes disagree)."""
     check_model(cfg)
-    src_embedding = make_embedding(src_vocab, cfg.embedding_size)
     tgt_embedding = make_embedding(tgt_vocab, cfg.embedding_size)
+    if cfg.tie_source_embeddings and src_vocab != tgt_vocab:
+        raise UserError(f"model.tie_source_embeddings=true needs one vocabulary for both sides (source {src_vocab} pieces, "
+                        f"target {tgt_vocab}): train with data.joint_vocab=true")
+    # one matrix, one parameter: the optimiser, averaging and gradient clipping see it once
+    src_embedding = tgt_embedding if cfg.tie_source_embeddings else make_embedding(src_vocab, cfg.embedding_size)
     enc = cfg.encoder
     self_attention = None
     if enc.self_attention:
