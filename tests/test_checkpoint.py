@@ -92,6 +92,18 @@ def test_checkpoint_with_foreign_weights_is_rejected(tmp_path: Path, trained_toy
     with pytest.raises(UserError, match="weights do not fit"):
         load_model(tmp_path / "odd.pt")
 
+def test_a_checkpoint_takes_the_values_of_settings_it_predates() -> None:
+    """checkpoint_v1.pt predates word dropout and tied source embeddings: its config says neither, and
+    it loads as what it trained as, with its own source embedding matrix and weights unchanged."""
+    saved = load_checkpoint(V1)
+    assert "tie_source_embeddings" not in saved.config["model"] and "word_dropout" not in saved.config["model"]
+    model, cfg, *_ = load_model(V1)
+    assert cfg.model.tie_source_embeddings is False and cfg.model.word_dropout == 0.0
+    assert model.src_embedding.weight is not model.decoder.embedding.weight
+    torch.testing.assert_close(model.src_embedding.weight, saved.model["src_embedding.weight"])
+    torch.testing.assert_close(model.decoder.embedding.weight, saved.model["decoder.embedding.weight"])
+
+
 @pytest.mark.slow
 
 def test_a_version_1_checkpoint_loads_translates_and_resumes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -112,13 +124,14 @@ def test_a_version_1_checkpoint_loads_translates_and_resumes(tmp_path: Path, cap
                  "data.toy.n_valid=20", "data.toy.n_test=20", "data.toy.n_symbols=8", "model.embedding_size=16",
                  "model.encoder.hidden_size=8", "model.decoder.hidden_size=16", "model.decoder.output_size=16",
                  "model.attention.hidden_size=8",
-                 # it predates word dropout, so it trained without it (0.1 by default since): a resume must
-                 # state the run's config
-                 "model.word_dropout=0",
+                 # it predates word dropout and tied source embeddings, so it trained without either (both on by
+                 # default since): a resume must state the run's config
+                 "model.word_dropout=0", "model.tie_source_embeddings=false",
                  "train.max_steps=5", "train.valid_every=3", "train.progress=false", "train.threads=1", "train.test_at_end=false",
                  "train.resume=auto"]
-    without = [o for o in overrides if o != "model.word_dropout=0"]
-    with pytest.raises(UserError, match=r"model\.word_dropout: checkpoint 0\.0, now 0\.1"):
+    without = [o for o in overrides if o not in ("model.word_dropout=0", "model.tie_source_embeddings=false")]
+    predated = r"model\.tie_source_embeddings: checkpoint False, now True; model\.word_dropout: checkpoint 0\.0, now 0\.1"
+    with pytest.raises(UserError, match=predated):
         train(compose_config(without), run_dir)
     with caplog.at_level(logging.INFO, logger="nmt.training.loop"):
         state = train(compose_config(overrides), run_dir)

@@ -14,6 +14,7 @@ from nmt.data.batching import BatchSampler
 from nmt.data.corpus import load_parallel_files, load_split
 from nmt.data.prepare import prepare
 from nmt.data.toy import ensure_toy_corpus
+from nmt.system.cli import one_line
 from nmt.system.errors import UserError
 
 
@@ -112,6 +113,18 @@ def test_multi30k_download_from_a_local_source(workdir: Path, monkeypatch: pytes
     ds = load_split(cfg.data, "valid")
     assert len(ds) == 1014
     assert (workdir / "m30k" / "val.en").read_bytes() == (MULTI30K / "val.en").read_bytes()
+
+
+def test_a_failed_download_is_one_line_that_names_the_url_and_its_cause_once(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MULTI30K_DIR")
+    missing = (workdir / "no-mirror").as_uri()
+    cfg = compose_config([f"data.url={missing}", f"data.dir={workdir / 'm30k'}", f"data.cache_dir={workdir / 'hf'}"])
+    with pytest.raises(UserError) as caught:
+        load_split(cfg.data, "valid")
+    line = one_line(caught.value)
+    assert line.startswith(f"{missing}/val.de.gz: download failed (") and line.endswith("); set MULTI30K_DIR to a local copy"), line
+    assert line.count("No such file") == 1, line
+    assert not (workdir / "m30k").exists() or not any((workdir / "m30k").iterdir())  # nothing half-written
 
 
 def test_hub_source_reads_a_dataset_by_name(workdir: Path) -> None:

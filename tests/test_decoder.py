@@ -105,7 +105,7 @@ def test_additive_keys_are_projected_once_per_sentence() -> None:
 def test_tied_source_embeddings_are_one_matrix_for_encoder_decoder_and_output() -> None:
     """model.tie_source_embeddings: the encoder reads the very matrix the decoder reads and the output
     layer projects with; a gradient through either side reaches it, and it is counted once."""
-    tied, untied = tiny_model(["model.tie_source_embeddings=true"]), tiny_model()
+    tied, untied = tiny_model(), tiny_model(["model.tie_source_embeddings=false"])  # tied: the default
     assert tied.src_embedding.weight is tied.decoder.embedding.weight is tied.decoder.generator.weight
     assert untied.src_embedding.weight is not untied.decoder.embedding.weight
     vocab, size = 30, 32
@@ -118,7 +118,9 @@ def test_tied_source_embeddings_are_one_matrix_for_encoder_decoder_and_output() 
 
 
 def test_tied_source_embeddings_need_one_vocabulary() -> None:
-    with pytest.raises(UserError, match="tie_source_embeddings=true needs data.joint_vocab=true"):
-        check_train(compose_config(["model.tie_source_embeddings=true", "data.joint_vocab=false"]))
+    refusal = r"tie_source_embeddings=true \(the default\) needs data.joint_vocab=true: .*; add model.tie_source_embeddings=false"
+    with pytest.raises(UserError, match=refusal):
+        check_train(compose_config(["data.joint_vocab=false"]))
+    check_train(compose_config(["data.joint_vocab=false", "model.tie_source_embeddings=false"]))
     with pytest.raises(UserError, match=r"one vocabulary for both sides \(source 30 pieces, target 31\)"):
-        build_model(compose_config(TINY_MODEL + ["model.tie_source_embeddings=true"]).model, 30, 31)
+        build_model(compose_config(TINY_MODEL).model, 30, 31)

@@ -52,7 +52,7 @@ def tiny_model(score: Score, variant: int, vocab: int, seed: int, coverage: bool
     mode, options = VARIANTS[variant]
     attention = AttentionConfig(score=score, mode=mode, hidden_size=6, max_source_len=16, coverage=coverage,
                                 coverage_hidden_size=3, attend_from=AttendFrom.current if luong else AttendFrom.previous, **options)
-    cfg = ModelConfig(embedding_size=5, embedding_dropout=0.0, tie_target_embeddings=False,
+    cfg = ModelConfig(embedding_size=5, embedding_dropout=0.0, tie_target_embeddings=False, tie_source_embeddings=False,
                       encoder=EncoderConfig(hidden_size=4, dropout=0.0), decoder=DecoderConfig(hidden_size=8, output_size=5, dropout=0.0),
                       attention=attention)
     torch.manual_seed(seed)

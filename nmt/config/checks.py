@@ -107,8 +107,8 @@ def check_train(cfg: Config) -> None:
     data, att = cfg.data, cfg.model.attention
     check_model(cfg.model)
     if cfg.model.tie_source_embeddings and not data.joint_vocab:
-        raise UserError("model.tie_source_embeddings=true needs data.joint_vocab=true: with two subword models a piece "
-                        "has different ids on the two sides, so the two sides cannot share one embedding matrix")
+        raise UserError("model.tie_source_embeddings=true (the default) needs data.joint_vocab=true: with two subword "
+                        "models a piece has different ids on the two sides; add model.tie_source_embeddings=false")
     if data.source == CorpusSource.files and not data.dir:
         raise UserError("data.dir is required for data.source=files")
     if data.source == CorpusSource.hub and not data.hub_name:

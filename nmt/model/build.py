@@ -78,12 +78,12 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     """Assemble embeddings, encoder, attention and decoder from the model config (a UserError
     names the setting when sizes disagree)."""
     check_model(cfg)
-    tgt_embedding = make_embedding(tgt_vocab, cfg.embedding_size)
     if cfg.tie_source_embeddings and src_vocab != tgt_vocab:
         raise UserError(f"model.tie_source_embeddings=true needs one vocabulary for both sides (source {src_vocab} pieces, "
                         f"target {tgt_vocab}): train with data.joint_vocab=true")
-    # one matrix, one parameter: the optimiser, averaging and gradient clipping see it once
-    src_embedding = tgt_embedding if cfg.tie_source_embeddings else make_embedding(src_vocab, cfg.embedding_size)
+    src_embedding = make_embedding(src_vocab, cfg.embedding_size)  # first, as before the option: untied models start as they did
+    # tied: one matrix, one parameter, which the optimiser, averaging and gradient clipping see once
+    tgt_embedding = src_embedding if cfg.tie_source_embeddings else make_embedding(tgt_vocab, cfg.embedding_size)
     enc = cfg.encoder
     self_attention = None
     if enc.self_attention:

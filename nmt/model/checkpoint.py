@@ -31,6 +31,20 @@ from nmt.system.files import atomic_output
 # 1: before the version key (validation decoding under train.valid_*); 2: before `members` (ensembles)
 CHECKPOINT_VERSION = 3
 
+# Settings whose default is not what a checkpoint written before the setting existed ran with: such
+# a checkpoint trained without word dropout and with source embeddings of its own, whatever the
+# defaults are now. Its config, missing the key, takes these values (loading, and resume's comparison).
+BEFORE_IT_EXISTED: dict[str, Any] = {"model.word_dropout": 0.0, "model.tie_source_embeddings": False}
+
+
+def predated_config() -> Any:
+    """The schema's defaults with BEFORE_IT_EXISTED applied (an OmegaConf structured config): what a
+    checkpoint's config is merged onto, so a setting it lacks takes the value it ran with."""
+    base = OmegaConf.structured(Config)
+    for dotted, value in BEFORE_IT_EXISTED.items():
+        OmegaConf.update(base, dotted, value)
+    return base
+
 
 @dataclass
 class Checkpoint:
@@ -173,7 +187,7 @@ def tensor_bytes(value: torch.Tensor | bytes) -> bytes:
 def config_from_checkpoint(checkpoint: Checkpoint, path: str | Path = "checkpoint") -> Config:
     """The run's config, validated against the current schema."""
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(Config), checkpoint.config)
+        merged = OmegaConf.merge(predated_config(), checkpoint.config)
         config = OmegaConf.to_object(merged)
     except (OmegaConfBaseException, ValueError, TypeError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

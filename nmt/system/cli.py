@@ -43,7 +43,8 @@ def one_line(err: BaseException) -> str:
     current: BaseException | None = err
     while current is not None:
         lines = [line.strip() for line in str(current).splitlines() if line.strip() and not line.strip().startswith(_DIAGNOSTICS)]
-        if lines and lines[0].rstrip(".") not in parts:
+        # a cause the message already quotes (`f"... ({err})" from err`) is not said twice
+        if lines and not any(lines[0].rstrip(".") in part for part in parts):
             parts.append(lines[0].rstrip("."))
         listed = [k for k, line in enumerate(lines) if line.startswith("Available options")]
         if listed:

@@ -26,7 +26,7 @@ import torch
 from omegaconf import OmegaConf
 
 from nmt.config.schema import Config
-from nmt.model.checkpoint import Checkpoint, load_checkpoint, tensor_bytes
+from nmt.model.checkpoint import Checkpoint, load_checkpoint, predated_config, tensor_bytes
 from nmt.model.seq2seq import Seq2Seq
 from nmt.system.errors import UserError
 from nmt.system.files import Busy, atomic_write_bytes, file_lock, remove_orphans
@@ -37,9 +37,6 @@ log = logging.getLogger(__name__)
 # `train.*` may differ (e.g. a larger max_minutes to continue a finished run).
 _MUST_MATCH = ("seed", "data", "model")
 _MAY_DIFFER = {"data.batch_tokens", "data.cache_dir", "data.url", "data.dir"}
-# Settings whose default is not what a checkpoint written before the setting existed ran with:
-# such a checkpoint trained without word dropout, whatever the default is now.
-_BEFORE_IT_EXISTED: dict[str, Any] = {"model.word_dropout": 0.0}
 
 
 @dataclass
@@ -199,10 +196,7 @@ def check_continuable(cfg: Config, run_dir: Path) -> None:
 def check_compatible(saved: dict[str, Any], cfg: Config, path: Path, sections: tuple[str, ...] = _MUST_MATCH) -> None:
     """Raise a UserError naming every setting in `sections` where the checkpoint's config differs."""
     current = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True, enum_to_str=True)
-    predated = OmegaConf.structured(Config)
-    for dotted, value in _BEFORE_IT_EXISTED.items():
-        OmegaConf.update(predated, dotted, value)
-    defaults = OmegaConf.to_container(predated, resolve=True, enum_to_str=True)
+    defaults = OmegaConf.to_container(predated_config(), resolve=True, enum_to_str=True)
     assert isinstance(current, dict) and isinstance(defaults, dict)
     diffs = [
         f"{key}: checkpoint {old!r}, now {new!r}"
@@ -217,7 +211,7 @@ def check_compatible(saved: dict[str, Any], cfg: Config, path: Path, sections: t
 def _with_defaults(saved: Any, defaults: Any) -> Any:
     """A saved config section with the settings it predates filled in from `defaults`: the values
     a checkpoint written before an option existed ran with (the option's default, or its entry in
-    _BEFORE_IT_EXISTED)."""
+    nmt.model.checkpoint.BEFORE_IT_EXISTED)."""
     if not (isinstance(saved, dict) and isinstance(defaults, dict)):
         return saved
     return {**{k: v for k, v in defaults.items() if k not in saved}, **{k: _with_defaults(v, defaults.get(k)) for k, v in saved.items()}}
