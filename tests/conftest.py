@@ -33,7 +33,8 @@ def trained_toy_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     and the bidirectional state h_{i-1} already holds x_i, so attending a position early copies as
     well as attending x_i. Which of the two a tied model learns depends on the seed and the CPU's
     kernels (validation AER 0.217, 0.000, 0.011, 0.186 for seeds 42, 1, 2, 3 on an AMD EPYC, whose
-    seed 42 failed this test with a test AER of 0.204; 0.052 for seed 42 on an Intel Xeon). Attending from s_i, which has read y_{i-1}, removes the ambiguity (0.031,
+    seed 42 failed this test with a test AER of 0.204; 0.052 for seed 42 on an Intel Xeon).
+    Attending from s_i, which has read y_{i-1}, removes the ambiguity (0.031,
     0.000, 0.000, 0.000 for the same seeds), so the export's AER is tested on a model whose attention
     is an alignment.
     """

@@ -117,6 +117,28 @@ def test_tied_source_embeddings_are_one_matrix_for_encoder_decoder_and_output() 
     assert grad is not None and grad[5:10].abs().sum() > 0 and grad[10:].abs().sum() == 0  # the source ids' rows only
 
 
+@pytest.mark.parametrize("tie", ["true", "false"])
+def test_init_range_draws_every_weight_but_the_embeddings_uniformly(tie: str) -> None:
+    """model.init_range=r: each non-embedding parameter lies in [-r, r] and fills it (a uniform's
+    max |x| over thousands of draws is near r); the embeddings keep make_embedding's scale; 0 (the
+    default) leaves torch's per-layer initialisation, which the same seed reproduces."""
+    ties = [f"model.tie_target_embeddings={tie}"]
+    drawn, torch_default, again = tiny_model([*ties, "model.init_range=0.3"]), tiny_model(ties), tiny_model(ties)
+    embeddings = {id(drawn.src_embedding.weight), id(drawn.decoder.embedding.weight)}
+    for (name, param), (_, before) in zip(drawn.named_parameters(), torch_default.named_parameters(), strict=True):
+        if id(param) in embeddings:
+            assert torch.equal(param, before), name  # same seed, same draws: untouched
+        else:
+            assert param.abs().max() <= 0.3, name
+            if param.numel() >= 256:
+                assert param.abs().max() > 0.29 and abs(param.mean()) < 0.03, name
+    pairs = zip(drawn.named_parameters(), torch_default.named_parameters(), strict=True)
+    changed = [name for (name, p), (_, q) in pairs if not torch.equal(p, q)]
+    assert "decoder.cell.hidden.weight" in changed and "encoder.rnn.weight_hh_l0" in changed
+    assert (tie == "false") == ("decoder.generator.weight" in changed)  # tied: the generator is the embedding
+    assert all(torch.equal(p, q) for p, q in zip(torch_default.parameters(), again.parameters(), strict=True))
+
+
 def test_tied_source_embeddings_need_one_vocabulary() -> None:
     refusal = r"tie_source_embeddings=true \(the default\) needs data.joint_vocab=true: .*; add model.tie_source_embeddings=false"
     with pytest.raises(UserError, match=refusal):

@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from support import ROOT, compose_config, toy_overrides
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.model.checkpoint import load_checkpoint
+from nmt.system.errors import UserError
+from nmt.training.resume import check_compatible
 from nmt.training.session import train
 
 STEPS = 60
@@ -97,3 +100,16 @@ def test_init_from_copies_weights_into_a_new_run(workdir: Path) -> None:
     before, after = load_checkpoint(source).model, load_checkpoint(workdir / "b" / "checkpoints" / "last.pt").model
     for name, tensor in before.items():  # lr 0: the weights are exactly the ones copied in
         assert torch.equal(after[name], tensor), name
+
+
+def test_resume_accepts_another_init_range_but_not_another_model(tmp_path: Path) -> None:
+    """model.init_range only draws the starting weights, which resuming replaces: a checkpoint
+    trained with another range continues; a model setting that changes the weights' shapes does not."""
+    cfg = compose_config([])
+    saved = OmegaConf.to_container(OmegaConf.structured(compose_config(["model.init_range=0.1"])), resolve=True, enum_to_str=True)
+    assert isinstance(saved, dict)
+    check_compatible(saved, cfg, tmp_path / "last.pt")
+    saved["model"]["decoder"]["hidden_size"] = 64
+    refusal = r"last.pt: checkpoint comes from an incompatible config \(model.decoder.hidden_size: checkpoint 64, now 512\)$"
+    with pytest.raises(UserError, match=refusal):
+        check_compatible(saved, cfg, tmp_path / "last.pt")

@@ -74,6 +74,16 @@ def make_embedding(vocab_size: int, size: int) -> nn.Embedding:
     return embedding
 
 
+def initialise_uniform(model: nn.Module, init_range: float, keep: list[torch.Tensor]) -> None:
+    """Draw every parameter of `model` but those in `keep` (the embeddings, whose scale
+    `make_embedding` sets for the tied output layer) from U(-init_range, init_range)."""
+    kept = {id(param) for param in keep}
+    with torch.no_grad():
+        for param in model.parameters():
+            if id(param) not in kept:
+                param.uniform_(-init_range, init_range)
+
+
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     """Assemble embeddings, encoder, attention and decoder from the model config (a UserError
     names the setting when sizes disagree)."""
@@ -107,4 +117,7 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
         word_dropout=cfg.word_dropout,
         tie_embeddings=cfg.tie_target_embeddings,
     )
-    return Seq2Seq(src_embedding, encoder, decoder, cfg.embedding_dropout, cfg.word_dropout)
+    model = Seq2Seq(src_embedding, encoder, decoder, cfg.embedding_dropout, cfg.word_dropout)
+    if cfg.init_range > 0:
+        initialise_uniform(model, cfg.init_range, [src_embedding.weight, tgt_embedding.weight])
+    return model

@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 # Config sections that must match for a checkpoint's weights and data order to fit this run.
 # `train.*` may differ (e.g. a larger max_minutes to continue a finished run).
 _MUST_MATCH = ("seed", "data", "model")
-_MAY_DIFFER = {"data.batch_tokens", "data.cache_dir", "data.url", "data.dir"}
+# model.init_range only draws the starting weights, which a resumed run replaces with the checkpoint's.
+_MAY_DIFFER = {"data.batch_tokens", "data.cache_dir", "data.url", "data.dir", "model.init_range"}
 
 
 @dataclass
