@@ -93,12 +93,13 @@ def test_checkpoint_with_foreign_weights_is_rejected(tmp_path: Path, trained_toy
         load_model(tmp_path / "odd.pt")
 
 def test_a_checkpoint_takes_the_values_of_settings_it_predates() -> None:
-    """checkpoint_v1.pt predates word dropout and tied source embeddings: its config says neither, and
-    it loads as what it trained as, with its own source embedding matrix and weights unchanged."""
+    """checkpoint_v1.pt predates word dropout, tied source embeddings and model.init_range: its config
+    says none of them, and it loads as what it trained as (torch's initialisation), with its own source
+    embedding matrix and weights unchanged."""
     saved = load_checkpoint(V1)
     assert "tie_source_embeddings" not in saved.config["model"] and "word_dropout" not in saved.config["model"]
     model, cfg, *_ = load_model(V1)
-    assert cfg.model.tie_source_embeddings is False and cfg.model.word_dropout == 0.0
+    assert cfg.model.tie_source_embeddings is False and cfg.model.word_dropout == 0.0 and cfg.model.init_range == 0.0
     assert model.src_embedding.weight is not model.decoder.embedding.weight
     torch.testing.assert_close(model.src_embedding.weight, saved.model["src_embedding.weight"])
     torch.testing.assert_close(model.decoder.embedding.weight, saved.model["decoder.embedding.weight"])

@@ -120,10 +120,11 @@ def test_tied_source_embeddings_are_one_matrix_for_encoder_decoder_and_output() 
 @pytest.mark.parametrize("tie", ["true", "false"])
 def test_init_range_draws_every_weight_but_the_embeddings_uniformly(tie: str) -> None:
     """model.init_range=r: each non-embedding parameter lies in [-r, r] and fills it (a uniform's
-    max |x| over thousands of draws is near r); the embeddings keep make_embedding's scale; 0 (the
-    default) leaves torch's per-layer initialisation, which the same seed reproduces."""
+    max |x| over thousands of draws is near r); the embeddings keep make_embedding's scale; 0 leaves
+    torch's per-layer initialisation, which the same seed reproduces."""
     ties = [f"model.tie_target_embeddings={tie}"]
-    drawn, torch_default, again = tiny_model([*ties, "model.init_range=0.3"]), tiny_model(ties), tiny_model(ties)
+    torch_init = [*ties, "model.init_range=0"]
+    drawn, torch_default, again = tiny_model([*ties, "model.init_range=0.3"]), tiny_model(torch_init), tiny_model(torch_init)
     embeddings = {id(drawn.src_embedding.weight), id(drawn.decoder.embedding.weight)}
     for (name, param), (_, before) in zip(drawn.named_parameters(), torch_default.named_parameters(), strict=True):
         if id(param) in embeddings:

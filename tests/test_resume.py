@@ -106,7 +106,7 @@ def test_resume_accepts_another_init_range_but_not_another_model(tmp_path: Path)
     """model.init_range only draws the starting weights, which resuming replaces: a checkpoint
     trained with another range continues; a model setting that changes the weights' shapes does not."""
     cfg = compose_config([])
-    saved = OmegaConf.to_container(OmegaConf.structured(compose_config(["model.init_range=0.1"])), resolve=True, enum_to_str=True)
+    saved = OmegaConf.to_container(OmegaConf.structured(compose_config(["model.init_range=0"])), resolve=True, enum_to_str=True)
     assert isinstance(saved, dict)
     check_compatible(saved, cfg, tmp_path / "last.pt")
     saved["model"]["decoder"]["hidden_size"] = 64

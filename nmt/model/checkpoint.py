@@ -32,9 +32,10 @@ from nmt.system.files import atomic_output
 CHECKPOINT_VERSION = 3
 
 # Settings whose default is not what a checkpoint written before the setting existed ran with: such
-# a checkpoint trained without word dropout and with source embeddings of its own, whatever the
-# defaults are now. Its config, missing the key, takes these values (loading, and resume's comparison).
-BEFORE_IT_EXISTED: dict[str, Any] = {"model.word_dropout": 0.0, "model.tie_source_embeddings": False}
+# a checkpoint trained without word dropout, with source embeddings of its own and from torch's
+# initialisation, whatever the defaults are now. Its config, missing the key, takes these values
+# (loading, and resume's comparison).
+BEFORE_IT_EXISTED: dict[str, Any] = {"model.word_dropout": 0.0, "model.tie_source_embeddings": False, "model.init_range": 0.0}
 
 
 def predated_config() -> Any:
