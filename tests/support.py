@@ -58,7 +58,6 @@ def toy_overrides(workdir: Path, task: str = "reverse", n_train: int = 2000, tin
         "data.toy.n_test=200",
         "train.progress=false",
         "train.threads=1",  # small models: one thread is as fast, and runs stay independent of the machine
-        "train.lr=0.002", "train.ema_decay=0",  # the toy preset's rate, no average (configs/experiment/toy.yaml)
         "train.precision=fp32",  # auto times the step: on some hosts bf16 would win, on others not (or not every time)
         *(TINY_MODEL if tiny else []),
     ]

@@ -278,9 +278,7 @@ class StopMetric(str, Enum):
 
 @dataclass
 class TrainConfig:
-    # The peak rate of the budget schedules. 3e-3 with the moving average below: the average smooths
-    # the noisier steps, and the pair leads 2e-3 without it at every validation of 15 minutes (docs/performance.md).
-    lr: float = num(3e-3, ge=0)
+    lr: float = num(2e-3, ge=0)  # the peak rate of the budget schedules
     weight_decay: float = num(0.0, ge=0)
     clip_grad_norm: float = num(1.0, ge=0)  # 0 = no clipping
     label_smoothing: float = num(0.1, ge=0, lt=1)
@@ -322,9 +320,8 @@ class TrainConfig:
     resume: str = ""
     init_from: str = ""  # a checkpoint whose weights start this (new) run
     # A moving average of the weights, shadow <- d shadow + (1 - d) weights after every step (0 = off);
-    # validation, best.pt and every evaluation use it (nmt.training.averaging). 0.998: a mean age of
-    # 500 steps, about 1.5 minutes on two cores; it warms up as min(d, (1 + t) / (10 + t)).
-    ema_decay: float = num(0.998, ge=0, lt=1)
+    # validation, best.pt and every evaluation use it (nmt.training.averaging).
+    ema_decay: float = num(0.0, ge=0, lt=1)
     # Besides best.pt and last.pt, keep the weights of the last K validations (checkpoints/step-N.pt),
     # for `scripts/average_checkpoints.py` and the selection below; 0 = none.
     keep_checkpoints: int = num(4, ge=0)

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # 2026-12-04 (an Intel Xeon, fp32); the 0.4 s it was given before made it validate twice as often as
 # the peers, each validation time taken from its budget.
 STEP_SECONDS = {"nmt": 0.22, "joeynmt": 0.7, "onmt": 0.8}
-# The peers' constant rate: the 2e-3 their curves were measured at before nmt's default peak rate became
-# 3e-3 (with its moving average of the weights). At 3e-3 and a constant rate JoeyNMT fell to 9.3 BLEU in
-# 15 minutes (2026-12-07, docs/results.md): a rate set for nmt's schedule is not one for theirs.
+# The peers' constant rate, fixed here rather than taken from nmt's `train.lr`: a rate chosen for nmt's
+# decaying schedule is not one for their constant one. At 3e-3 JoeyNMT fell to 9.3 BLEU in 15 minutes
+# (2026-12-07, docs/results.md); their curves were all measured at 2e-3.
 PEER_LR = 2e-3
 PEER_SETUP_SECONDS = 60  # the peers are stopped from outside: a minute for loading the data before their first step
 
